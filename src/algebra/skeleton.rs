@@ -1,0 +1,227 @@
+//! Skeletons: one per region of the cut. Each has a layout (Sharded: the region's layers split
+//! into stages over the pipeline ranks; Replicated: every rank holds the whole region) and the
+//! rules its published implementation imposes on ranks and microbatches.
+
+use std::fmt;
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    Sharded,
+    Replicated,
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layout::Sharded => "sharded",
+            Layout::Replicated => "replicated",
+        })
+    }
+}
+
+/// Where `transpose` runs encoder work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fill {
+    /// Slot by slot inside each rank's own warmup slack (Mpipe).
+    Slack,
+    /// As one block before each rank's pipeline (HyperParallel's public ScheduleMPipeTranspose).
+    Prefix,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Skeleton {
+    Gpipe,
+    OneFOneB,
+    Interleaved { v: u32 },
+    Zb1p { v: u32 },
+    Zbv,
+    DualPipeV,
+    Transpose { fill: Fill },
+}
+
+/// A skeleton's parameter, as the language accepts it.
+#[derive(Debug)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub doc: &'static str,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum ParamKind {
+    /// A whole number of at least `min`; `default` when omitted, required if `None`.
+    Count {
+        min: u64,
+        default: Option<u64>,
+    },
+    Choice {
+        choices: &'static [&'static str],
+        default: &'static str,
+    },
+    /// Layers per stage, in stage order.
+    Split,
+}
+
+#[derive(Debug)]
+pub struct SkeletonDef {
+    pub name: &'static str,
+    pub layout: Layout,
+    pub params: &'static [Param],
+    pub doc: &'static str,
+}
+
+const SPLIT: Param = Param {
+    name: "split",
+    kind: ParamKind::Split,
+    doc: "layers per stage, in stage order (default: balanced by cost)",
+};
+
+pub static SKELETONS: &[SkeletonDef] = &[
+    SkeletonDef {
+        name: "gpipe",
+        layout: Layout::Sharded,
+        params: &[SPLIT],
+        doc: "all forwards, then all backwards (GPipe)",
+    },
+    SkeletonDef {
+        name: "1f1b",
+        layout: Layout::Sharded,
+        params: &[SPLIT],
+        doc: "one forward, one backward: P-r-1 warmup forwards on rank r (Megatron, torch Schedule1F1B)",
+    },
+    SkeletonDef {
+        name: "interleaved",
+        layout: Layout::Sharded,
+        params: &[
+            Param {
+                name: "v",
+                kind: ParamKind::Count { min: 2, default: None },
+                doc: "model chunks (virtual stages) per rank",
+            },
+            SPLIT,
+        ],
+        doc: "interleaved 1F1B with v chunks per rank, stage s on rank s mod P (Megatron VPP, torch ScheduleInterleaved1F1B)",
+    },
+    SkeletonDef {
+        name: "zb1p",
+        layout: Layout::Sharded,
+        params: &[
+            Param { name: "v", kind: ParamKind::Count { min: 2, default: Some(2) }, doc: "model chunks per rank" },
+            SPLIT,
+        ],
+        doc: "zero-bubble interleaved schedule with split backward I/W (torch ScheduleInterleavedZeroBubble)",
+    },
+    SkeletonDef {
+        name: "zbv",
+        layout: Layout::Sharded,
+        params: &[SPLIT],
+        doc: "zero-bubble V schedule: two chunks per rank in a V, split backward (torch ScheduleZBVZeroBubble)",
+    },
+    SkeletonDef {
+        name: "dualpipev",
+        layout: Layout::Sharded,
+        params: &[SPLIT],
+        doc: "DualPipeV: V mapping, overlapped forward/backward pairs (torch ScheduleDualPipeV)",
+    },
+    SkeletonDef {
+        name: "transpose",
+        layout: Layout::Replicated,
+        params: &[Param {
+            name: "fill",
+            kind: ParamKind::Choice { choices: &["slack", "prefix"], default: "slack" },
+            doc: "slack: encoder work inside each rank's warmup slack (Mpipe); prefix: one block before the pipeline (HyperParallel)",
+        }],
+        doc: "the region on every pipeline rank; each microbatch encoded on its owner inside the LLM's warmup bubbles (Mpipe)",
+    },
+];
+
+pub const NAMES: &[&str] = &["gpipe", "1f1b", "interleaved", "zb1p", "zbv", "dualpipev", "transpose"];
+
+pub fn lookup(name: &str) -> Option<&'static SkeletonDef> {
+    SKELETONS.iter().find(|s| s.name == name)
+}
+
+impl Skeleton {
+    pub fn name(self) -> &'static str {
+        match self {
+            Skeleton::Gpipe => "gpipe",
+            Skeleton::OneFOneB => "1f1b",
+            Skeleton::Interleaved { .. } => "interleaved",
+            Skeleton::Zb1p { .. } => "zb1p",
+            Skeleton::Zbv => "zbv",
+            Skeleton::DualPipeV => "dualpipev",
+            Skeleton::Transpose { .. } => "transpose",
+        }
+    }
+
+    pub fn layout(self) -> Layout {
+        match self {
+            Skeleton::Transpose { .. } => Layout::Replicated,
+            _ => Layout::Sharded,
+        }
+    }
+
+    /// Stages each pipeline rank holds of a Sharded region.
+    pub fn chunks(self) -> u32 {
+        match self {
+            Skeleton::Interleaved { v } | Skeleton::Zb1p { v } => v,
+            Skeleton::Zbv | Skeleton::DualPipeV => 2,
+            Skeleton::Gpipe | Skeleton::OneFOneB | Skeleton::Transpose { .. } => 1,
+        }
+    }
+
+    /// Whether backward is split into input and weight gradients.
+    pub fn splits_backward(self) -> bool {
+        matches!(self, Skeleton::Zb1p { .. } | Skeleton::Zbv | Skeleton::DualPipeV)
+    }
+}
+
+impl fmt::Display for Skeleton {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skeleton::Interleaved { v } => write!(f, "interleaved({v})"),
+            Skeleton::Zb1p { v } => write!(f, "zb1p({v})"),
+            Skeleton::Transpose { fill: Fill::Prefix } => f.write_str("transpose(prefix)"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// Why a microbatch count does not suit a skeleton: the message and a help line.
+pub struct MicrobatchMismatch {
+    pub message: String,
+    pub help: String,
+}
+
+impl Skeleton {
+    /// The microbatch counts the published implementation accepts for `ranks` pipeline ranks.
+    pub fn check_microbatches(self, ranks: u64, microbatches: u64) -> Result<(), MicrobatchMismatch> {
+        match self {
+            Skeleton::Interleaved { .. } | Skeleton::Zb1p { .. } => {
+                // torch ScheduleInterleaved1F1B / ScheduleInterleavedZeroBubble: microbatches run
+                // in rounds of equal size, rounds = max(1, M // P).
+                let rounds = (microbatches / ranks).max(1);
+                if !microbatches.is_multiple_of(rounds) {
+                    let lower = microbatches - microbatches % ranks;
+                    return Err(MicrobatchMismatch {
+                        message: format!(
+                            "{} needs microbatches in equal rounds: {microbatches} microbatches do not split into {rounds} rounds",
+                            self.name()
+                        ),
+                        help: format!("use a multiple of the pipeline size, e.g. {lower} or {}", lower + ranks),
+                    });
+                }
+                Ok(())
+            }
+            Skeleton::DualPipeV | Skeleton::Zbv if microbatches < 2 * ranks => Err(MicrobatchMismatch {
+                message: format!("{} needs at least {} microbatches (two per stage of the V)", self.name(), 2 * ranks),
+                help: format!("set `microbatches = {};` or more", 2 * ranks),
+            }),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The checker: from a loaded [`Program`] to a checked [`spec::Plan`], or every error found.
+//! Definitions are checked in the module that defines them; the plan's own sections, the
+//! cut, schedule and owner are checked in the root module, then the algebra's rules (`rules`).
+
+pub mod fields;
+mod plan;
+mod rules;
+pub mod schema;
+pub mod spec;
+pub mod units;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::ast::{DefKind, Item};
+use crate::error::Error;
+use crate::resolve::{DefId, Program};
+use crate::span::Span;
+use fields::Fields;
+use spec::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
+
+pub struct Ctx<'a> {
+    pub program: &'a Program,
+    pub errors: Vec<Error>,
+    /// `use` items that some reference went through.
+    pub used: BTreeSet<Span>,
+    hardware: BTreeMap<DefId, Option<Hardware>>,
+    archs: BTreeMap<DefId, Option<Arch>>,
+    /// The span of each skeleton's `split = […]`, by region, for labels.
+    split_spans: Vec<Option<Span>>,
+}
+
+impl Ctx<'_> {
+    pub fn error(&mut self, e: Error) {
+        self.errors.push(e);
+    }
+}
+
+/// Checks a loaded program. Returns the plan when the root module is a complete, valid plan;
+/// `None` when it has errors or is a library of definitions only.
+pub fn check(program: &Program) -> (Option<Plan>, Vec<Error>) {
+    let mut ctx = Ctx {
+        program,
+        errors: Vec::new(),
+        used: BTreeSet::new(),
+        hardware: BTreeMap::new(),
+        archs: BTreeMap::new(),
+        split_spans: Vec::new(),
+    };
+    for (m, module) in program.modules.iter().enumerate() {
+        let Some(ast) = &module.ast else { continue };
+        for (i, item) in ast.items.iter().enumerate() {
+            let id = DefId { module: m, item: i };
+            match item {
+                Item::Definition(d) if d.kind == DefKind::Hardware => {
+                    let built = ctx.build_hardware(id);
+                    ctx.hardware.insert(id, built);
+                }
+                Item::Definition(d) if d.kind != DefKind::Model => {
+                    let built = ctx.build_arch(id);
+                    ctx.archs.insert(id, built);
+                }
+                _ => {}
+            }
+        }
+    }
+    for (m, module) in program.modules.iter().enumerate().skip(1) {
+        if let Some(ast) = &module.ast {
+            for item in &ast.items {
+                if let Some(what) = plan_item(item) {
+                    ctx.error(Error::PlanInLibrary { span: item.span(), what });
+                }
+            }
+        }
+        let _ = m;
+    }
+    let plan = if program.root().ast.is_some() { ctx.plan() } else { None };
+    ctx.unused_imports();
+    let Ctx { errors, .. } = ctx;
+    let plan = plan.filter(|_| errors.iter().all(|e| e.code().is_warning()));
+    (plan, errors)
+}
+
+/// The keyword of an item only a plan may hold, for "`cut` in an imported file".
+fn plan_item(item: &Item) -> Option<&'static str> {
+    match item {
+        Item::Definition(d) if d.kind == DefKind::Model => Some("model"),
+        Item::Section(s) => Some(s.kind.keyword()),
+        Item::Cut(_) => Some("cut"),
+        Item::Schedule(_) => Some("schedule"),
+        Item::Owner(_) => Some("owner"),
+        Item::Target(_) => Some("target"),
+        Item::Use(_) | Item::Definition(_) => None,
+    }
+}
+
+/// The standard-library module that defines `name` as one of `kinds`, for "import it" help.
+pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<String> {
+    crate::resolve::stdlib::index()
+        .iter()
+        .find(|(_, n, k)| n == name && kinds.contains(k))
+        .map(|(m, _, _)| m.to_string())
+}
+
+impl Ctx<'_> {
+    fn definition_fields(&mut self, id: DefId) -> Fields {
+        let def = self.program.definition(id);
+        self.fields(id.module, &def.body, schema::of_definition(def.kind), def.name.span)
+    }
+
+    fn build_hardware(&mut self, id: DefId) -> Option<Hardware> {
+        let f = self.definition_fields(id);
+        if !f.complete {
+            return None;
+        }
+        let link = |b: &Fields| Some(Link { alpha: b.quantity("alpha")?, beta: b.quantity("beta")? });
+        Some(Hardware {
+            name: self.program.definition(id).name.name.clone(),
+            peak_bf16: f.quantity("peak_bf16")?,
+            hbm_bytes: f.quantity("hbm")?,
+            hbm_bandwidth: f.quantity("hbm_bandwidth")?,
+            devices_per_node: f.count("devices_per_node")?,
+            intra_node: link(f.block("intra_node")?)?,
+            inter_node: link(f.block("inter_node")?)?,
+        })
+    }
+
+    fn build_arch(&mut self, id: DefId) -> Option<Arch> {
+        let def = self.program.definition(id);
+        self.arch_from(id.module, def.kind, &def.name, &def.body)
+    }
+
+    /// An architecture from the fields of `body`: a definition's own, or a definition's with
+    /// a model part's overrides (`vit = siglip { out_hidden = 5120; }`) in their place.
+    pub(crate) fn arch_from(
+        &mut self,
+        module: usize,
+        kind: DefKind,
+        name: &crate::ast::Ident,
+        body: &crate::ast::Block,
+    ) -> Option<Arch> {
+        let (name_span, name) = (name.span, name.name.clone());
+        let f = self.fields(module, body, schema::of_definition(kind), name_span);
+        if !f.complete {
+            return None;
+        }
+        let hidden = f.count("hidden")?;
+        let heads = f.count("heads")?;
+        let attention = Attention {
+            heads,
+            kv_heads: f.count("kv_heads").unwrap_or(heads),
+            head_dim: f.count("head_dim").unwrap_or(hidden / heads),
+        };
+        if attention.kv_heads > heads || heads % attention.kv_heads != 0 {
+            let span = f.span("kv_heads").unwrap_or(name_span);
+            self.error(Error::OutOfRange {
+                span,
+                what: "`kv_heads`".into(),
+                requirement: format!("a divisor of heads ({heads})"),
+            });
+            return None;
+        }
+        if f.count("head_dim").is_none() && hidden % heads != 0 {
+            self.error(Error::MissingField {
+                span: name_span,
+                field: "head_dim".into(),
+                context: schema::of_definition(kind).context.into(),
+                hint: "128".into(),
+            });
+            return None;
+        }
+        let mlp = |default| match f.choice("mlp") {
+            Some("gelu") => Mlp::Gelu,
+            Some("swiglu") => Mlp::SwiGlu,
+            _ => default,
+        };
+        let kind = if kind == DefKind::Encoder {
+            let window = match (f.count("window"), f.count("full_attention_layers")) {
+                (Some(w), full) => Some((w, full.unwrap_or(0))),
+                (None, Some(_)) => {
+                    let span = f.span("full_attention_layers").unwrap_or(name_span);
+                    self.error(Error::MissingField {
+                        span,
+                        field: "window".into(),
+                        context: "`encoder`".into(),
+                        hint: "64".into(),
+                    });
+                    return None;
+                }
+                (None, None) => None,
+            };
+            ArchKind::Encoder(Encoder {
+                layers: f.count("layers")?,
+                hidden,
+                ffn: f.count("ffn")?,
+                attention,
+                mlp: mlp(Mlp::Gelu),
+                patch: f.count("patch")?,
+                temporal_patch: f.count("temporal_patch").unwrap_or(1),
+                merge: f.count("merge").unwrap_or(1),
+                out_hidden: f.count("out_hidden").unwrap_or(hidden),
+                window,
+            })
+        } else {
+            let moe = f.block("moe").map(|b| {
+                Some(Moe {
+                    experts: b.count("experts")?,
+                    top_k: b.count("top_k")?,
+                    shared_experts: b.count("shared_experts").unwrap_or(0),
+                    expert_ffn: b.count("expert_ffn")?,
+                    dense_layers: b.count("dense_layers").unwrap_or(0),
+                })
+            });
+            let mla = f.block("mla").map(|b| {
+                Some(Mla {
+                    q_lora_rank: b.count("q_lora_rank").unwrap_or(0),
+                    kv_lora_rank: b.count("kv_lora_rank")?,
+                    rope_head_dim: b.count("rope_head_dim")?,
+                    nope_head_dim: b.count("nope_head_dim")?,
+                    v_head_dim: b.count("v_head_dim")?,
+                })
+            });
+            let (moe, mla) = match (moe, mla) {
+                (Some(None), _) | (_, Some(None)) => return None,
+                (moe, mla) => (moe.flatten(), mla.flatten()),
+            };
+            if let Some(m) = &moe
+                && m.top_k > m.experts
+            {
+                let span = f.block("moe").and_then(|b| b.span("top_k")).unwrap_or(name_span);
+                self.error(Error::OutOfRange {
+                    span,
+                    what: "`top_k`".into(),
+                    requirement: format!("at most experts ({})", m.experts),
+                });
+                return None;
+            }
+            ArchKind::Decoder(Decoder {
+                layers: f.count("layers")?,
+                hidden,
+                ffn: f.count("ffn")?,
+                attention,
+                vocab: f.count("vocab")?,
+                mlp: mlp(Mlp::SwiGlu),
+                tied_embeddings: f.boolean("tied_embeddings").unwrap_or(false),
+                moe,
+                mla,
+            })
+        };
+        Some(Arch { name, kind })
+    }
+
+    fn unused_imports(&mut self) {
+        let mut warnings = Vec::new();
+        for module in &self.program.modules {
+            for (name, binding) in &module.scope {
+                if let Some(span) = binding.import
+                    && !self.used.contains(&span)
+                {
+                    warnings.push(Error::UnusedImport { span, name: name.clone() });
+                }
+            }
+        }
+        self.errors.extend(warnings);
+    }
+}

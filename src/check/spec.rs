@@ -1,0 +1,192 @@
+//! A checked plan: every name resolved, every quantity in base units, every rule of the
+//! language and of the algebra satisfied. This is what `derive` consumes.
+
+use crate::algebra::{Cut, OwnerSpec, Skeleton};
+use crate::span::Span;
+
+pub const TARGETS: &[&str] = &["torch", "megatron", "mindformers", "mindspeed-mm", "hyperparallel"];
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// Seconds per message.
+    pub alpha: f64,
+    /// Bytes per second.
+    pub beta: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hardware {
+    pub name: String,
+    /// FLOP per second, dense bf16.
+    pub peak_bf16: f64,
+    pub hbm_bytes: f64,
+    pub hbm_bandwidth: f64,
+    pub devices_per_node: u64,
+    pub intra_node: Link,
+    pub inter_node: Link,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mlp {
+    Gelu,
+    SwiGlu,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attention {
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Encoder {
+    pub layers: u64,
+    pub hidden: u64,
+    pub ffn: u64,
+    pub attention: Attention,
+    pub mlp: Mlp,
+    pub patch: u64,
+    pub temporal_patch: u64,
+    pub merge: u64,
+    pub out_hidden: u64,
+    /// Tokens per window of windowed layers, and how many layers attend fully.
+    pub window: Option<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moe {
+    pub experts: u64,
+    pub top_k: u64,
+    pub shared_experts: u64,
+    pub expert_ffn: u64,
+    pub dense_layers: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mla {
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    pub rope_head_dim: u64,
+    pub nope_head_dim: u64,
+    pub v_head_dim: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoder {
+    pub layers: u64,
+    pub hidden: u64,
+    pub ffn: u64,
+    pub attention: Attention,
+    pub vocab: u64,
+    pub mlp: Mlp,
+    pub tied_embeddings: bool,
+    pub moe: Option<Moe>,
+    pub mla: Option<Mla>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArchKind {
+    Encoder(Encoder),
+    Decoder(Decoder),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arch {
+    pub name: String,
+    pub kind: ArchKind,
+}
+
+impl Arch {
+    pub fn is_encoder(&self) -> bool {
+        matches!(self.kind, ArchKind::Encoder(_))
+    }
+
+    pub fn layers(&self) -> u64 {
+        match &self.kind {
+            ArchKind::Encoder(e) => e.layers,
+            ArchKind::Decoder(d) => d.layers,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recompute {
+    None,
+    Selective,
+    Full,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    pub name: String,
+    pub arch: Arch,
+    pub frozen: bool,
+    pub recompute: Recompute,
+    /// Measured seconds per layer and microbatch, when the plan pins them.
+    pub forward_time: Option<f64>,
+    pub backward_time: Option<f64>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    pub name: String,
+    pub parts: Vec<Part>,
+}
+
+impl Model {
+    pub fn layers(&self) -> u64 {
+        self.parts.iter().map(|p| p.arch.layers()).sum()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    pub hardware: Hardware,
+    pub devices: u64,
+    pub pp: u64,
+    pub dp: u64,
+    pub tp: u64,
+    pub ep: u64,
+    pub distributed_optimizer: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    pub microbatches: u64,
+    pub micro_batch_size: u64,
+    pub seq_len: u64,
+    /// Encoder tokens per sequence: one value for every microbatch, or one per microbatch.
+    pub image_tokens: Vec<u64>,
+}
+
+impl Batch {
+    pub fn image_tokens_of(&self, mb: u64) -> u64 {
+        match self.image_tokens.as_slice() {
+            [] => 0,
+            [one] => *one,
+            many => many[mb as usize % many.len()],
+        }
+    }
+}
+
+/// One region's skeleton with its optional pinned split (layers per stage).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionSchedule {
+    pub skeleton: Skeleton,
+    pub split: Option<Vec<u64>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The plan file as named on the command line.
+    pub source: String,
+    pub model: Model,
+    pub cluster: Cluster,
+    pub batch: Batch,
+    pub cut: Cut,
+    pub schedule: Vec<RegionSchedule>,
+    pub owner: Option<OwnerSpec>,
+    pub targets: Vec<String>,
+}

@@ -1,0 +1,38 @@
+//! `mpipec check FILE…`
+
+use std::path::{Path, PathBuf};
+
+use super::loader::{FsLoader, io_reason};
+use super::report::Reporter;
+use super::{EXIT_INPUT, EXIT_USAGE, Global};
+
+/// Loads and checks one plan from disk; `Err` is an I/O problem with the plan file itself.
+pub fn load(global: &Global, path: &Path) -> Result<mpipe::Checked, String> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
+    let (loader, key) = FsLoader::for_plan(path, global.allow_outside)
+        .map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
+    Ok(mpipe::check(&key, &path.to_string_lossy(), bytes, &loader))
+}
+
+pub fn run(global: &Global, files: &[PathBuf]) -> u8 {
+    let mut reporter = Reporter::new(global);
+    let mut io_failed = false;
+    for path in files {
+        match load(global, path) {
+            Ok(checked) => reporter.emit(&checked.diagnostics, &checked.program.sources),
+            Err(message) => {
+                reporter.plain_error(&message);
+                io_failed = true;
+            }
+        }
+    }
+    reporter.finish();
+    if io_failed {
+        EXIT_USAGE
+    } else if reporter.errors() > 0 {
+        EXIT_INPUT
+    } else {
+        0
+    }
+}

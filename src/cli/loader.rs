@@ -1,0 +1,66 @@
+//! The loader over real files. `use "…"` paths resolve against the importing file; symlinks
+//! are resolved before the check that the result stays inside the plan's directory.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use mpipe::resolve::loader::{Loader, ResolveError, Resolved, normalise};
+
+pub struct FsLoader {
+    root: PathBuf,
+    allow_outside: bool,
+    /// Canonical key -> the path shown for it, so imports read as the user wrote them.
+    displays: RefCell<BTreeMap<String, String>>,
+}
+
+impl FsLoader {
+    /// A loader for the plan at `path`; returns it with the plan's key.
+    pub fn for_plan(path: &Path, allow_outside: bool) -> std::io::Result<(FsLoader, String)> {
+        let canonical = path.canonicalize()?;
+        let root = canonical.parent().map(Path::to_path_buf).unwrap_or_default();
+        let key = canonical.to_string_lossy().into_owned();
+        let displays = RefCell::new(BTreeMap::from([(key.clone(), path.to_string_lossy().into_owned())]));
+        Ok((FsLoader { root, allow_outside, displays }, key))
+    }
+}
+
+fn lowercase_first(s: String) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
+    }
+}
+
+impl Loader for FsLoader {
+    fn resolve(&self, from: &str, relative: &str) -> Result<Resolved, ResolveError> {
+        let dir = Path::new(from).parent().unwrap_or(Path::new(""));
+        let joined = dir.join(relative);
+        let canonical = joined.canonicalize().map_err(|e| ResolveError::NotFound(lowercase_first(io_reason(e))))?;
+        if !self.allow_outside && !canonical.starts_with(&self.root) {
+            return Err(ResolveError::OutsideRoot);
+        }
+        let key = canonical.to_string_lossy().into_owned();
+        let from_display = self.displays.borrow().get(from).cloned().unwrap_or_else(|| from.to_string());
+        let from_dir = from_display.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+        let display = normalise(from_dir, relative).filter(|d| !d.is_empty()).unwrap_or_else(|| key.clone());
+        let display =
+            if from_display.starts_with('/') && !display.starts_with('/') { format!("/{display}") } else { display };
+        self.displays.borrow_mut().entry(key.clone()).or_insert_with(|| display.clone());
+        Ok(Resolved { key, display })
+    }
+
+    fn read(&self, key: &str) -> Result<Vec<u8>, String> {
+        std::fs::read(key).map_err(|e| lowercase_first(io_reason(e)))
+    }
+}
+
+pub fn io_reason(e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::IsADirectory => "is a directory".into(),
+        _ => e.to_string(),
+    }
+}

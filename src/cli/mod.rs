@@ -1,0 +1,84 @@
+//! Command-line interface: argument parsing, streams, colour, exit codes. One module per
+//! subcommand; the compiler itself is the `mpipe` library.
+
+mod check;
+mod explain;
+mod format;
+mod loader;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "mpipec", version, about = "Compiler for Mpipe pipeline-parallel training plans (.mpipe)")]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+pub struct Global {
+    /// When to colour diagnostics: auto = a terminal, NO_COLOR unset and TERM not dumb
+    #[arg(long, global = true, value_enum, default_value = "auto")]
+    color: ColorChoice,
+    /// How to print diagnostics
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    message_format: MessageFormat,
+    /// Let `use "…"` reach files outside the plan's directory
+    #[arg(long, global = true)]
+    allow_outside: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum MessageFormat {
+    Human,
+    Short,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check plans and report every diagnostic
+    Check {
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
+    /// Print files in canonical form (in place, or check that they are)
+    Fmt {
+        /// Change nothing; exit 1 if a file is not formatted
+        #[arg(long)]
+        check: bool,
+        /// Read a file from standard input and print it formatted
+        #[arg(long, conflicts_with = "files")]
+        stdin: bool,
+        #[arg(required_unless_present = "stdin")]
+        files: Vec<std::path::PathBuf>,
+    },
+    /// Print the long explanation of a diagnostic code
+    Explain { code: String },
+}
+
+/// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
+pub const EXIT_INPUT: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let status = match &cli.command {
+        Command::Check { files } => check::run(&cli.global, files),
+        Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
+        Command::Explain { code } => explain::run(code),
+    };
+    ExitCode::from(status)
+}

@@ -1,0 +1,80 @@
+//! Printing diagnostics in the chosen format, and the closing summary.
+
+use std::io::{IsTerminal, Write};
+
+use mpipe::diagnostics::render::{self, Style};
+use mpipe::diagnostics::{Diagnostic, json};
+use mpipe::span::SourceMap;
+
+use super::{ColorChoice, Global, MessageFormat};
+
+pub struct Reporter {
+    format: MessageFormat,
+    color: bool,
+    errors: usize,
+    warnings: usize,
+}
+
+impl Reporter {
+    pub fn new(global: &Global) -> Reporter {
+        let color = match global.color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::io::stderr().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::env::var("TERM").map_or(true, |t| t != "dumb")
+            }
+        };
+        Reporter {
+            format: global.message_format,
+            color: color && global.message_format != MessageFormat::Json,
+            errors: 0,
+            warnings: 0,
+        }
+    }
+
+    pub fn emit(&mut self, diagnostics: &[Diagnostic], sources: &SourceMap) {
+        for d in diagnostics {
+            if d.is_error() {
+                self.errors += 1;
+            } else {
+                self.warnings += 1;
+            }
+            match self.format {
+                MessageFormat::Json => println!("{}", json::to_json(d, sources)),
+                MessageFormat::Human => {
+                    eprint!("{}", render::render(d, sources, Style::Human, self.color))
+                }
+                MessageFormat::Short => {
+                    eprint!("{}", render::render(d, sources, Style::Short, self.color))
+                }
+            }
+        }
+    }
+
+    /// A problem outside any source file (a file that cannot be read, say).
+    pub fn plain_error(&mut self, message: &str) {
+        self.errors += 1;
+        match self.format {
+            MessageFormat::Json => println!("{}", serde_json::json!({"type": "error", "message": message})),
+            _ => eprintln!("error: {message}"),
+        }
+    }
+
+    pub fn errors(&self) -> usize {
+        self.errors
+    }
+
+    pub fn finish(&self) {
+        match self.format {
+            MessageFormat::Json => println!("{}", json::summary_json(self.errors, self.warnings)),
+            _ => {
+                if let Some(line) = render::summary(self.errors, self.warnings) {
+                    eprintln!("{line}");
+                }
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+}

@@ -1,0 +1,415 @@
+//! Every error and warning mpipec reports, as data. [`Error::to_diagnostic`] is the one
+//! place where they become [`Diagnostic`]s: message, labels, help and code are decided here.
+
+use crate::check::units::Dimension;
+use crate::diagnostics::{Code, Diagnostic};
+use crate::span::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Error {
+    // ---- input and syntax ----
+    Syntax {
+        span: Span,
+        expected: Vec<&'static str>,
+        found: String,
+    },
+    NotUtf8 {
+        span: Span,
+    },
+    NestingTooDeep {
+        span: Span,
+    },
+    FileTooLarge {
+        span: Span,
+        bytes: usize,
+    },
+
+    // ---- imports and names ----
+    ModuleNotFound {
+        span: Span,
+        path: String,
+        suggestion: Option<String>,
+    },
+    FileNotFound {
+        span: Span,
+        path: String,
+        reason: String,
+    },
+    ImportCycle {
+        span: Span,
+        chain: Vec<String>,
+    },
+    ItemNotInModule {
+        span: Span,
+        item: String,
+        module: String,
+        suggestion: Option<String>,
+    },
+    UnknownName {
+        span: Span,
+        name: String,
+        expected: &'static str,
+        suggestion: Option<String>,
+        import_from: Option<String>,
+    },
+    DuplicateDefinition {
+        span: Span,
+        name: String,
+        first: Span,
+    },
+    ImportOutsideRoot {
+        span: Span,
+        path: String,
+    },
+    PlanInLibrary {
+        span: Span,
+        what: &'static str,
+    },
+
+    // ---- fields, types and units ----
+    WrongType {
+        span: Span,
+        expected: String,
+        found: String,
+        defined_at: Option<Span>,
+    },
+    UnknownField {
+        span: Span,
+        field: String,
+        context: String,
+        suggestion: Option<String>,
+    },
+    MissingField {
+        span: Span,
+        field: String,
+        context: String,
+        hint: String,
+    },
+    DuplicateField {
+        span: Span,
+        field: String,
+        first: Span,
+    },
+    UnitMismatch {
+        span: Span,
+        expected: Option<Dimension>,
+        found: Option<Dimension>,
+    },
+    UnknownUnit {
+        span: Span,
+        unit: String,
+        suggestion: Option<String>,
+    },
+    OutOfRange {
+        span: Span,
+        what: String,
+        requirement: String,
+    },
+    MissingSection {
+        span: Span,
+        section: &'static str,
+        example: &'static str,
+    },
+    DuplicateSection {
+        span: Span,
+        section: &'static str,
+        first: Span,
+    },
+    InvalidChoice {
+        span: Span,
+        what: String,
+        found: String,
+        choices: Vec<&'static str>,
+        suggestion: Option<String>,
+    },
+
+    // ---- the algebra ----
+    UnknownPart {
+        span: Span,
+        name: String,
+        model: Span,
+        suggestion: Option<String>,
+    },
+    CutOutOfOrder {
+        span: Span,
+        previous: Span,
+        detail: String,
+    },
+    CutIncomplete {
+        span: Span,
+        missing: String,
+        replacement: Option<String>,
+    },
+    BadLayerRange {
+        span: Span,
+        part: String,
+        layers: u64,
+        detail: String,
+    },
+    ScheduleArity {
+        span: Span,
+        cut: Span,
+        regions: usize,
+        skeletons: usize,
+    },
+    UnknownSkeleton {
+        span: Span,
+        name: String,
+        suggestion: Option<String>,
+    },
+    BadSkeletonArgument {
+        span: Span,
+        skeleton: String,
+        message: String,
+        help: String,
+    },
+    DeviceProduct {
+        span: Span,
+        devices: u64,
+        pp: u64,
+        dp: u64,
+        tp: u64,
+    },
+    MicrobatchesIncompatible {
+        span: Span,
+        skeleton: Span,
+        message: String,
+        help: String,
+    },
+    OwnerWithoutReplicated {
+        span: Span,
+    },
+    BadOwner {
+        span: Span,
+        message: String,
+        label: String,
+        help: String,
+    },
+    AdjacentReplicated {
+        first: Span,
+        second: Span,
+        cut: Span,
+        merged: String,
+    },
+    ReplicatedWithoutSharded {
+        span: Span,
+    },
+    TooFewLayers {
+        span: Span,
+        region: String,
+        layers: u64,
+        stages: u64,
+    },
+    BadSplit {
+        span: Span,
+        message: String,
+        help: String,
+    },
+    UnknownTarget {
+        span: Span,
+        name: String,
+        suggestion: Option<String>,
+    },
+
+    // ---- warnings ----
+    UnusedImport {
+        span: Span,
+        name: String,
+    },
+    FewMicrobatches {
+        span: Span,
+        microbatches: u64,
+        ranks: u64,
+    },
+}
+
+fn did_you_mean(suggestion: &Option<String>) -> Option<String> {
+    suggestion.as_ref().map(|s| format!("did you mean `{s}`?"))
+}
+
+fn list(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} or {}", init.join(", "), last),
+    }
+}
+
+impl Error {
+    pub fn code(&self) -> Code {
+        self.to_diagnostic().code
+    }
+
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        use Error::*;
+        fn d(code: Code, message: impl Into<String>) -> Diagnostic {
+            Diagnostic::error(code, message)
+        }
+        match self {
+            Syntax { span, expected, found } => {
+                let label = if expected.is_empty() { "unexpected here".to_string() } else { format!("expected {}", list(expected)) };
+                d(Code::E0001, format!("syntax error: unexpected {found}"))
+                    .primary(*span, label)
+                    .help("statements end with `;`, blocks are `name { key = value; }`; see `mpipec explain E0001`")
+            }
+            NotUtf8 { span } => d(Code::E0002, "file is not valid UTF-8")
+                .primary(*span, "invalid byte sequence here")
+                .help("save the plan as UTF-8 text; .mpipe files are text, not binary"),
+            NestingTooDeep { span } => d(Code::E0003, "brackets nested too deeply")
+                .primary(*span, format!("more than {} levels open here", crate::parse::MAX_NESTING))
+                .help("no plan needs this much nesting; check for unclosed `[`, `{` or `(`"),
+            FileTooLarge { span, bytes } => d(Code::E0004, format!("file is too large ({bytes} bytes)"))
+                .primary(*span, "file starts here")
+                .note(format!("mpipec reads plans of at most {} bytes", crate::parse::MAX_FILE_BYTES))
+                .help("split definitions into files joined with `use \"file.mpipe\"::{…};`"),
+
+            ModuleNotFound { span, path, suggestion } => d(Code::E0101, format!("unknown module `{path}`"))
+                .primary(*span, "no such module")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| {
+                    "the standard library has `std::hardware` and `std::models`; files are imported as `use \"file.mpipe\"::{name};`".into()
+                })),
+            FileNotFound { span, path, reason } => d(Code::E0102, format!("cannot read imported file `{path}`"))
+                .primary(*span, reason.clone())
+                .help("paths in `use \"…\"` are relative to the file that contains the `use`"),
+            ImportCycle { span, chain } => d(Code::E0103, "import cycle")
+                .primary(*span, "this import closes the cycle")
+                .note(format!("cycle: {}", chain.join(" -> ")))
+                .help("move the shared definitions into a file that neither imports"),
+            ItemNotInModule { span, item, module, suggestion } => d(Code::E0104, format!("`{item}` is not defined in `{module}`"))
+                .primary(*span, "not found in this module")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("see the definitions of `{module}` for the names it provides"))),
+            UnknownName { span, name, expected, suggestion, import_from } => d(Code::E0105, format!("cannot find {expected} `{name}`"))
+                .primary(*span, "not defined or imported")
+                .help(match (import_from, did_you_mean(suggestion)) {
+                    (Some(module), _) => format!("import it: `use {module}::{name};`"),
+                    (None, Some(similar)) => similar,
+                    (None, None) => format!("define `{name}` in this file or import it with `use`"),
+                }),
+            DuplicateDefinition { span, name, first } => d(Code::E0106, format!("`{name}` is defined more than once"))
+                .primary(*span, "defined again here")
+                .secondary(*first, "first defined here")
+                .help("give one of them another name"),
+            ImportOutsideRoot { span, path } => d(Code::E0107, format!("import `{path}` leaves the project directory"))
+                .primary(*span, "resolves outside the directory of the plan")
+                .help("copy the file into the project, or pass `--allow-outside` to permit it"),
+            PlanInLibrary { span, what } => d(Code::E0108, format!("`{what}` in an imported file"))
+                .primary(*span, "only the plan given on the command line may say this")
+                .help("imported files hold definitions (`hardware`, `encoder`, `decoder`); move this into the plan"),
+
+            WrongType { span, expected, found, defined_at } => {
+                let diag = d(Code::E0201, format!("expected {expected}, found {found}"))
+                    .primary(*span, format!("expected {expected}"))
+                    .help(format!("write {expected} here"));
+                match defined_at {
+                    Some(def) => diag.secondary(*def, "defined here"),
+                    None => diag,
+                }
+            }
+            UnknownField { span, field, context, suggestion } => d(Code::E0202, format!("unknown field `{field}` in {context}"))
+                .primary(*span, "unknown field")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("remove it; `mpipec explain E0202` lists the fields of {context}"))),
+            MissingField { span, field, context, hint } => d(Code::E0203, format!("missing field `{field}` in {context}"))
+                .primary(*span, format!("`{field}` is required here"))
+                .help(format!("add `{field} = {hint};`")),
+            DuplicateField { span, field, first } => d(Code::E0204, format!("field `{field}` is set twice"))
+                .primary(*span, "set again here")
+                .secondary(*first, "first set here")
+                .help("keep one of them"),
+            UnitMismatch { span, expected, found } => {
+                let (message, label, help) = match (expected, found) {
+                    (Some(e), None) => (format!("missing unit: expected {e}"), "a bare number".to_string(), format!("add a unit such as {}", e.examples())),
+                    (None, Some(f)) => (format!("unexpected unit: expected a plain number, found {f}"), "a count takes no unit".to_string(), "remove the unit".to_string()),
+                    (Some(e), Some(f)) => (format!("unit mismatch: expected {e}, found {f}"), format!("this is {f}"), format!("use a unit such as {}", e.examples())),
+                    (None, None) => ("unit mismatch".to_string(), "here".to_string(), "check the unit".to_string()),
+                };
+                d(Code::E0205, message).primary(*span, label).help(help)
+            }
+            UnknownUnit { span, unit, suggestion } => d(Code::E0206, format!("unknown unit `{unit}`"))
+                .primary(*span, "not a unit mpipec knows")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| "units: B, KB, MB, GB, TB, KiB…TiB, GB/s, Gbit/s, ns, us, ms, s, TFLOP/s, FLOP".into())),
+            OutOfRange { span, what, requirement } => d(Code::E0207, format!("{what} is out of range"))
+                .primary(*span, format!("must be {requirement}"))
+                .help(format!("change {what} to {requirement}")),
+            MissingSection { span, section, example } => d(Code::E0208, format!("the plan has no `{section}`"))
+                .primary(*span, format!("`{section}` is missing from this plan"))
+                .help(format!("add `{example}`")),
+            DuplicateSection { span, section, first } => d(Code::E0209, format!("`{section}` appears more than once"))
+                .primary(*span, "again here")
+                .secondary(*first, "first here")
+                .help(format!("a plan has one `{section}`; merge them")),
+            InvalidChoice { span, what, found, choices, suggestion } => d(Code::E0210, format!("`{found}` is not a valid {what}"))
+                .primary(*span, format!("expected {}", list(choices)))
+                .maybe_help(did_you_mean(suggestion)),
+
+            UnknownPart { span, name, model, suggestion } => d(Code::E0301, format!("the model has no part `{name}`"))
+                .primary(*span, "not a part of the model")
+                .secondary(*model, "parts are defined here")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| "a cut names the model's parts in depth order".into())),
+            CutOutOfOrder { span, previous, detail } => d(Code::E0302, "cut regions are out of order or overlap")
+                .primary(*span, detail.clone())
+                .secondary(*previous, "after this")
+                .help("a cut lists the model's layers once each, in depth order"),
+            CutIncomplete { span, missing, replacement } => {
+                let diag = d(Code::E0303, "the cut does not cover the model")
+                    .primary(*span, format!("{missing} not in any region"));
+                match replacement {
+                    Some(r) => diag.help(format!("cover every layer: `{r}`")).fix(*span, r.clone()),
+                    None => diag.help("add the missing layers to a region"),
+                }
+            }
+            BadLayerRange { span, part, layers, detail } => d(Code::E0304, format!("invalid layer range of `{part}`"))
+                .primary(*span, detail.clone())
+                .note(format!("`{part}` has {layers} layers, numbered 0..{layers}"))
+                .help("write `part[start..end]` with start < end <= the part's layer count"),
+            ScheduleArity { span, cut, regions, skeletons } => d(Code::E0305, format!("{skeletons} skeleton(s) for {regions} region(s)"))
+                .primary(*span, format!("expected {regions} skeleton(s), one per region"))
+                .secondary(*cut, format!("the cut has {regions} region(s)"))
+                .help("give exactly one skeleton per region, in the cut's order"),
+            UnknownSkeleton { span, name, suggestion } => d(Code::E0306, format!("unknown skeleton `{name}`"))
+                .primary(*span, "not a skeleton")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("skeletons: {}", crate::algebra::skeleton::NAMES.join(", ")))),
+            BadSkeletonArgument { span, skeleton, message, help } => d(Code::E0307, format!("invalid argument to `{skeleton}`"))
+                .primary(*span, message.clone())
+                .help(help.clone()),
+            DeviceProduct { span, devices, pp, dp, tp } => d(Code::E0308, format!("pp·dp·tp = {} but the cluster has {devices} devices", pp * dp * tp))
+                .primary(*span, format!("{pp}·{dp}·{tp} = {}", pp * dp * tp))
+                .help(if devices % (pp * tp) == 0 {
+                    format!("with pp = {pp} and tp = {tp}, set dp = {}", devices / (pp * tp))
+                } else {
+                    "choose pp, dp and tp whose product is the device count".into()
+                }),
+            MicrobatchesIncompatible { span, skeleton, message, help } => d(Code::E0309, message.clone())
+                .primary(*span, "microbatch count set here")
+                .secondary(*skeleton, "required by this skeleton")
+                .help(help.clone()),
+            OwnerWithoutReplicated { span } => d(Code::E0310, "`owner` without a replicated region")
+                .primary(*span, "no region of this plan is replicated")
+                .help("remove `owner`, or give a region the `transpose` skeleton"),
+            BadOwner { span, message, label, help } => d(Code::E0311, message.clone()).primary(*span, label.clone()).help(help.clone()),
+            AdjacentReplicated { first, second, cut, merged } => d(Code::E0312, "two adjacent replicated regions")
+                .primary(*second, "replicated, right after a replicated region")
+                .secondary(*first, "replicated too")
+                .note("adjacent replicated regions are one region written twice (normal form)")
+                .help(format!("merge them: `{merged}`"))
+                .fix(*cut, merged.clone()),
+            ReplicatedWithoutSharded { span } => d(Code::E0313, "no sharded region to hand the replicated region's output to")
+                .primary(*span, "every region of this schedule is replicated")
+                .help("a plan that only replicates is data parallelism; give the backbone a sharded skeleton such as `1f1b`"),
+            TooFewLayers { span, region, layers, stages } => d(Code::E0314, format!("region `{region}` has {layers} layer(s) for {stages} stages"))
+                .primary(*span, format!("needs at least {stages} layers, one per stage"))
+                .help("use fewer pipeline ranks or chunks, or give the region more layers"),
+            BadSplit { span, message, help } => d(Code::E0315, message.clone()).primary(*span, "this split").help(help.clone()),
+            UnknownTarget { span, name, suggestion } => d(Code::E0316, format!("unknown target `{name}`"))
+                .primary(*span, "not a backend")
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("targets: {}", crate::check::spec::TARGETS.join(", ")))),
+
+            UnusedImport { span, name } => d(Code::W0001, format!("unused import `{name}`"))
+                .primary(*span, "imported but never used")
+                .help("remove it"),
+            FewMicrobatches { span, microbatches, ranks } => d(Code::W0002, format!("{microbatches} microbatch(es) for {ranks} pipeline ranks"))
+                .primary(*span, "fewer microbatches than pipeline ranks")
+                .note(format!("with M < P the pipeline never fills; the bubble is at least {:.0}% of the step", 100.0 * (*ranks as f64 - 1.0) / (*microbatches as f64 + *ranks as f64 - 1.0)))
+                .help(format!("use at least {ranks} microbatches, ideally several times that")),
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! `mpipec fmt`: the canonical form of a file. Four-space indents, one field per line, one
+//! space around `=` and after `,`; numbers, strings and comments exactly as written; at most
+//! one blank line kept where the source had some. Formatting a formatted file changes nothing.
+
+mod comments;
+
+use crate::ast::*;
+use crate::error::Error;
+use crate::parse;
+use crate::span::FileId;
+use comments::Comment;
+
+/// Longest line a nested block is folded onto (`enc = vit { frozen = true; }`).
+const FOLD_WIDTH: usize = 100;
+
+pub fn format(src: &str) -> Result<String, Error> {
+    let module = parse::parse(FileId(0), src)?;
+    let mut p = Printer {
+        src,
+        comments: comments::scan(src),
+        next: 0,
+        out: String::new(),
+        indent: 0,
+        last_end: 0,
+        force_blank: false,
+    };
+    let mut previous_multiline = false;
+    for (i, item) in module.items.iter().enumerate() {
+        let multiline = matches!(item, Item::Definition(_) | Item::Section(_));
+        if i > 0 && (multiline || previous_multiline) {
+            p.force_blank = true;
+        }
+        p.item(item);
+        previous_multiline = multiline;
+    }
+    p.flush_comments(src.len());
+    let mut out = p.out;
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    Ok(out)
+}
+
+struct Printer<'a> {
+    src: &'a str,
+    comments: Vec<Comment>,
+    next: usize,
+    out: String,
+    indent: usize,
+    /// Source offset up to which everything has been printed.
+    last_end: usize,
+    force_blank: bool,
+}
+
+impl Printer<'_> {
+    fn comment_text(&self, c: &Comment) -> &str {
+        self.src[c.start..c.end].trim_end()
+    }
+
+    /// Whether the source has a blank line between `from` and `to`.
+    fn blank_between(&self, from: usize, to: usize) -> bool {
+        let gap = &self.src[from.min(to)..to];
+        let mut newlines = 0;
+        for c in gap.chars() {
+            match c {
+                '\n' => {
+                    newlines += 1;
+                    if newlines >= 2 {
+                        return true;
+                    }
+                }
+                c if c.is_whitespace() => {}
+                _ => newlines = 0,
+            }
+        }
+        false
+    }
+
+    fn at_block_start(&self) -> bool {
+        self.out.is_empty() || self.out.ends_with("{\n")
+    }
+
+    fn blank_line_if(&mut self, wanted: bool) {
+        if wanted && !self.at_block_start() && !self.out.ends_with("\n\n") {
+            self.out.push('\n');
+        }
+    }
+
+    fn push_line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    /// Prints the comments that start before `pos`: own-line ones on their own lines,
+    /// others at the end of the line printed last.
+    fn flush_comments(&mut self, pos: usize) {
+        while self.next < self.comments.len() && self.comments[self.next].start < pos {
+            let c = self.comments[self.next].clone();
+            self.next += 1;
+            if c.own_line || self.out.is_empty() {
+                let blank = self.blank_between(self.last_end, c.start);
+                self.blank_line_if(blank);
+                let text = self.comment_text(&c).to_string();
+                self.push_line(&text);
+            } else {
+                let text = self.comment_text(&c).to_string();
+                self.out.pop();
+                self.out.push(' ');
+                self.out.push_str(&text);
+                self.out.push('\n');
+            }
+            self.last_end = c.end;
+        }
+    }
+
+    /// Prints one line of code standing for source `start..end`, with the comments before
+    /// it, inside it and after it on the same source line.
+    fn line(&mut self, text: &str, start: usize, end: usize) {
+        self.flush_comments(start);
+        let blank = self.blank_between(self.last_end, start);
+        self.blank_line_if(blank);
+        self.push_line(text);
+        self.last_end = end;
+        let line_end = self.src[end..].find('\n').map(|p| end + p).unwrap_or(self.src.len());
+        self.trailing(line_end.max(end));
+    }
+
+    /// Attaches comments starting before `until` to the line just printed.
+    fn trailing(&mut self, until: usize) {
+        let mut first = true;
+        while self.next < self.comments.len() && self.comments[self.next].start < until {
+            let c = self.comments[self.next].clone();
+            self.next += 1;
+            let text = self.comment_text(&c).to_string();
+            if first {
+                self.out.pop();
+                self.out.push(' ');
+                self.out.push_str(&text);
+                self.out.push('\n');
+                first = false;
+            } else {
+                self.push_line(&text);
+            }
+            self.last_end = self.last_end.max(c.end);
+        }
+    }
+
+    fn item(&mut self, item: &Item) {
+        let span = item.span();
+        if self.force_blank_take() {
+            self.flush_comments(span.start as usize);
+            self.blank_line_if(true);
+        }
+        match item {
+            Item::Use(u) => self.line(&use_decl(self.src, u), span.start as usize, span.end as usize),
+            Item::Definition(d) => {
+                let header = format!("{} {}", d.kind.keyword(), d.name.name);
+                self.block(&header, span.start as usize, &d.body, false);
+            }
+            Item::Section(s) => self.block(s.kind.keyword(), span.start as usize, &s.body, false),
+            Item::Cut(c) => {
+                let regions: Vec<String> = c.regions.iter().map(region).collect();
+                self.line(&format!("cut {};", regions.join(" | ")), span.start as usize, span.end as usize);
+            }
+            Item::Schedule(s) => {
+                let skeletons: Vec<String> = s.skeletons.iter().map(|k| skeleton(self.src, k)).collect();
+                self.line(&format!("schedule {};", skeletons.join(", ")), span.start as usize, span.end as usize);
+            }
+            Item::Owner(o) => {
+                self.line(&format!("owner {};", value(self.src, &o.spec)), span.start as usize, span.end as usize)
+            }
+            Item::Target(t) => {
+                let names: Vec<&str> = t.targets.iter().map(|t| t.name.as_str()).collect();
+                self.line(&format!("target {};", names.join(", ")), span.start as usize, span.end as usize);
+            }
+        }
+    }
+
+    /// `header { entries }`; nested blocks fold onto one line when short and comment-free.
+    fn block(&mut self, header: &str, start: usize, body: &Block, nested: bool) {
+        let (open, close) = (body.span.start as usize, body.span.end as usize - 1);
+        if nested && let Some(folded) = self.folded(body) {
+            let text = format!("{header} {folded}");
+            if text.len() + 4 * self.indent <= FOLD_WIDTH {
+                self.line(&text, start, body.span.end as usize);
+                return;
+            }
+        }
+        if body.entries.is_empty() && !self.has_comments(open, close) {
+            self.line(&format!("{header} {{}}"), start, body.span.end as usize);
+            return;
+        }
+        self.line(&format!("{header} {{"), start, open + 1);
+        self.indent += 1;
+        for entry in &body.entries {
+            self.entry(entry);
+        }
+        self.flush_comments(close);
+        self.indent -= 1;
+        self.line("}", close, close + 1);
+    }
+
+    fn has_comments(&self, from: usize, to: usize) -> bool {
+        self.comments.iter().any(|c| c.start >= from && c.start < to)
+    }
+
+    /// `{ a = 1; b = 2; }` when every entry is a plain field and there is no comment inside.
+    fn folded(&self, body: &Block) -> Option<String> {
+        if body.entries.is_empty() || self.has_comments(body.span.start as usize, body.span.end as usize) {
+            return None;
+        }
+        let mut parts = Vec::new();
+        for entry in &body.entries {
+            match entry {
+                Entry::Field(f) if !matches!(f.value.kind, ValueKind::Instance { .. }) => {
+                    parts.push(format!("{} = {};", f.key.name, value(self.src, &f.value)))
+                }
+                _ => return None,
+            }
+        }
+        Some(format!("{{ {} }}", parts.join(" ")))
+    }
+
+    fn entry(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Field(f) => match &f.value.kind {
+                ValueKind::Instance { base, body } => {
+                    let header = format!("{} = {}", f.key.name, base.name);
+                    self.block(&header, f.span.start as usize, body, true);
+                }
+                _ => {
+                    let text = format!("{} = {};", f.key.name, value(self.src, &f.value));
+                    self.line(&text, f.span.start as usize, f.span.end as usize);
+                }
+            },
+            Entry::Block(b) => self.block(&b.key.name, b.span.start as usize, &b.body, true),
+        }
+    }
+}
+
+// A blank line demanded around multi-line items, taken once by the next item.
+impl Printer<'_> {
+    fn force_blank_take(&mut self) -> bool {
+        std::mem::take(&mut self.force_blank)
+    }
+}
+
+fn use_decl(src: &str, u: &UseDecl) -> String {
+    let source = match &u.source {
+        UseSource::Path(p) => p.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join("::"),
+        UseSource::File(s) => src[s.span.range()].to_string(),
+    };
+    let names: Vec<&str> = u.items.iter().map(|i| i.name.as_str()).collect();
+    if u.grouped { format!("use {source}::{{{}}};", names.join(", ")) } else { format!("use {source}::{};", names[0]) }
+}
+
+fn region(r: &RegionExpr) -> String {
+    let segments: Vec<String> = r
+        .segments
+        .iter()
+        .map(|s| match &s.range {
+            Some(range) => format!("{}[{}..{}]", s.part.name, range.start, range.end),
+            None => s.part.name.clone(),
+        })
+        .collect();
+    segments.join(" + ")
+}
+
+fn skeleton(src: &str, k: &SkeletonExpr) -> String {
+    match &k.args {
+        None => k.name.name.clone(),
+        Some(args) => {
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| match &a.name {
+                    Some(n) => format!("{} = {}", n.name, value(src, &a.value)),
+                    None => value(src, &a.value),
+                })
+                .collect();
+            format!("{}({})", k.name.name, args.join(", "))
+        }
+    }
+}
+
+fn value(src: &str, v: &Value) -> String {
+    match &v.kind {
+        ValueKind::Number(q) => match &q.unit {
+            Some(u) => format!("{}{}", q.digits, u.name),
+            None => q.digits.clone(),
+        },
+        ValueKind::String(_) => src[v.span.range()].to_string(),
+        ValueKind::Bool(b) => b.to_string(),
+        ValueKind::Name(n) => n.name.clone(),
+        ValueKind::List(items) => format!("[{}]", items.iter().map(|i| value(src, i)).collect::<Vec<_>>().join(", ")),
+        ValueKind::Instance { .. } => unreachable!("instances are printed as blocks"),
+    }
+}

@@ -1,0 +1,46 @@
+//! mpipe: the compiler core of mpipec. Pure: no file system, no printing. The pipeline is
+//! `parse` → `ast` → `resolve` → `check` → (`derive` → `ir` → `sim` → `backend`), with every
+//! problem reported as an [`error::Error`] and rendered by [`diagnostics`].
+
+pub mod algebra;
+pub mod ast;
+pub mod check;
+pub mod diagnostics;
+pub mod error;
+pub mod fmt;
+pub mod parse;
+pub mod resolve;
+pub mod span;
+pub mod suggest;
+
+use check::spec::Plan;
+use diagnostics::Diagnostic;
+use resolve::Program;
+use resolve::loader::Loader;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A plan and everything learnt about it: the files read, the checked plan (when it is one
+/// and has no errors) and every diagnostic, sorted by position.
+pub struct Checked {
+    pub program: Program,
+    pub plan: Option<Plan>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Checked {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Loads, resolves and checks the file `key` (shown as `display`) whose bytes are given.
+pub fn check(key: &str, display: &str, bytes: Vec<u8>, loader: &dyn Loader) -> Checked {
+    let (program, mut errors) = resolve::load(key, display, bytes, loader);
+    let (plan, check_errors) = check::check(&program);
+    errors.extend(check_errors);
+    let mut diagnostics: Vec<Diagnostic> = errors.iter().map(error::Error::to_diagnostic).collect();
+    diagnostics::sort(&mut diagnostics);
+    let plan = plan.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
+    Checked { program, plan, diagnostics }
+}

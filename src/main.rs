@@ -1,0 +1,16 @@
+//! The `mpipec` command. All I/O of the project happens under `cli/`.
+
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "error: internal compiler error: mpipec {} crashed: {info}\n\
+             note: this is a bug in mpipec, not in your plan; please report it with the plan that triggered it",
+            mpipe::VERSION
+        );
+    }));
+    cli::main()
+}

@@ -1,0 +1,51 @@
+//! Limits checked before pest runs. pest descends recursively, so unbounded nesting would
+//! overflow the stack; a file past any real plan's size is refused instead of parsed slowly.
+
+use crate::error::Error;
+use crate::span::{FileId, Span};
+
+/// Brackets, braces and parentheses open at once; real plans need 3.
+pub const MAX_NESTING: usize = 64;
+/// 16 MiB: a plan with every stdlib definition inlined is under 100 KiB.
+pub const MAX_FILE_BYTES: usize = 16 << 20;
+
+pub fn check(file: FileId, text: &str) -> Result<(), Error> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(Error::FileTooLarge { span: Span::new(file, 0, 0), bytes: text.len() });
+    }
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(Error::NestingTooDeep { span: Span::new(file, i, i + 1) });
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Text to syntax tree: the pest grammar in `grammar/mpipe.pest`, a guard against input that
+//! would exhaust the parser (nesting depth, size), and the lowering of pest pairs to `ast`.
+
+mod limits;
+mod lower;
+
+use pest::Parser;
+use pest_derive::Parser;
+
+use crate::ast::Module;
+use crate::error::Error;
+use crate::span::{FileId, Span};
+
+pub use limits::{MAX_FILE_BYTES, MAX_NESTING};
+
+#[derive(Parser)]
+#[grammar = "../grammar/mpipe.pest"]
+pub(crate) struct MpipeParser;
+
+/// Parses one file. A syntax error stops that file (pest reports its furthest failure only);
+/// everything after parsing collects all errors instead.
+pub fn parse(file: FileId, text: &str) -> Result<Module, Error> {
+    limits::check(file, text)?;
+    let mut pairs = MpipeParser::parse(Rule::file, text).map_err(|e| syntax_error(file, text, e))?;
+    Ok(lower::module(file, pairs.next().expect("grammar: file is the start rule")))
+}
+
+fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Error {
+    let (start, end) = match error.location {
+        pest::error::InputLocation::Pos(p) => (p, p),
+        pest::error::InputLocation::Span((s, e)) => (s, e),
+    };
+    let found = describe_found(&text[start..]);
+    let end = if end > start { end } else { start + found.1 };
+    let expected = match &error.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => {
+            let mut names: Vec<&'static str> = positives.iter().filter_map(|r| describe(*r)).collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        }
+        pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
+    };
+    Error::Syntax { span: Span::new(file, start, end), expected, found: found.0 }
+}
+
+/// What the parser stopped at, for the diagnostic's note, and its length in bytes.
+fn describe_found(rest: &str) -> (String, usize) {
+    let Some(c) = rest.chars().next() else {
+        return ("end of file".into(), 0);
+    };
+    if c.is_alphanumeric() || c == '_' {
+        let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let len = word.len();
+        return (format!("`{word}`"), len);
+    }
+    if c.is_control() || c == '\u{FFFD}' {
+        return (format!("the character U+{:04X}", c as u32), c.len_utf8());
+    }
+    (format!("`{c}`"), c.len_utf8())
+}
+
+/// The words a user reads in "expected …"; `None` hides a rule that only confuses.
+fn describe(rule: Rule) -> Option<&'static str> {
+    Some(match rule {
+        Rule::EOI => "end of file",
+        Rule::use_decl | Rule::kw_use => "`use`",
+        Rule::definition | Rule::def_kind => "a definition (`hardware`, `encoder`, `decoder`, `model`)",
+        Rule::section | Rule::section_kind => "a section (`cluster`, `batch`)",
+        Rule::kw_hardware | Rule::kw_encoder | Rule::kw_decoder | Rule::kw_model => {
+            "a definition (`hardware`, `encoder`, `decoder`, `model`)"
+        }
+        Rule::kw_cluster | Rule::kw_batch => "a section (`cluster`, `batch`)",
+        Rule::cut_stmt | Rule::kw_cut => "`cut`",
+        Rule::schedule_stmt | Rule::kw_schedule => "`schedule`",
+        Rule::owner_stmt | Rule::kw_owner => "`owner`",
+        Rule::target_stmt | Rule::kw_target => "`target`",
+        Rule::module_path => "a module path",
+        Rule::use_group => "`{`",
+        Rule::block => "`{`",
+        Rule::field | Rule::sub_block | Rule::key => "a field name",
+        Rule::instance => "a name",
+        Rule::list => "`[`",
+        Rule::quantity | Rule::number => "a number",
+        Rule::integer => "an integer",
+        Rule::unit => "a unit",
+        Rule::boolean => "`true` or `false`",
+        Rule::string => "a string",
+        Rule::name | Rule::ident => "a name",
+        Rule::region | Rule::segment => "a part name",
+        Rule::layer_range => "`[`",
+        Rule::skeleton | Rule::skeleton_name => "a skeleton",
+        Rule::args => "`(`",
+        Rule::arg => "an argument",
+        Rule::target_name => "a target",
+        Rule::keyword => "a keyword",
+        Rule::value => "a value",
+        Rule::file
+        | Rule::item
+        | Rule::ident_char
+        | Rule::WHITESPACE
+        | Rule::COMMENT
+        | Rule::line_comment
+        | Rule::block_comment => {
+            return None;
+        }
+    })
+}
