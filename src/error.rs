@@ -12,6 +12,7 @@ pub enum Error {
         span: Span,
         expected: Vec<&'static str>,
         found: String,
+        unclosed: Option<Span>,
     },
     NotUtf8 {
         span: Span,
@@ -85,6 +86,10 @@ pub enum Error {
         context: String,
         hint: String,
     },
+    EmptyModel {
+        span: Span,
+        name: String,
+    },
     DuplicateField {
         span: Span,
         field: String,
@@ -138,7 +143,8 @@ pub enum Error {
     CutIncomplete {
         span: Span,
         missing: String,
-        replacement: Option<String>,
+        /// The whole `cut …;` statement, and what it should say.
+        fix: Option<(Span, String)>,
     },
     BadLayerRange {
         span: Span,
@@ -227,6 +233,16 @@ fn did_you_mean(suggestion: &Option<String>) -> Option<String> {
     suggestion.as_ref().map(|s| format!("did you mean `{s}`?"))
 }
 
+/// "1 region", "2 regions", "3 microbatches".
+pub fn count(n: impl TryInto<u64>, word: &str) -> String {
+    let n: u64 = n.try_into().unwrap_or(u64::MAX);
+    match (n, word.ends_with("ch")) {
+        (1, _) => format!("1 {word}"),
+        (_, true) => format!("{n} {word}es"),
+        _ => format!("{n} {word}s"),
+    }
+}
+
 fn list(words: &[&str]) -> String {
     match words {
         [] => String::new(),
@@ -246,11 +262,13 @@ impl Error {
             Diagnostic::error(code, message)
         }
         match self {
-            Syntax { span, expected, found } => {
+            Syntax { span, expected, found, unclosed } => {
                 let label = if expected.is_empty() { "unexpected here".to_string() } else { format!("expected {}", list(expected)) };
-                d(Code::E0001, format!("syntax error: unexpected {found}"))
-                    .primary(*span, label)
-                    .help("statements end with `;`, blocks are `name { key = value; }`; see `mpipec explain E0001`")
+                let diag = d(Code::E0001, format!("syntax error: unexpected {found}")).primary(*span, label);
+                match unclosed {
+                    Some(open) => diag.secondary(*open, "this bracket is never closed").help("close the block before the next statement"),
+                    None => diag.help("statements end with `;`, blocks are `name { key = value; }`; see `mpipec explain E0001`"),
+                }
             }
             NotUtf8 { span } => d(Code::E0002, "file is not valid UTF-8")
                 .primary(*span, "invalid byte sequence here")
@@ -310,7 +328,10 @@ impl Error {
                 .help(did_you_mean(suggestion).unwrap_or_else(|| format!("remove it; `mpipec explain E0202` lists the fields of {context}"))),
             MissingField { span, field, context, hint } => d(Code::E0203, format!("missing field `{field}` in {context}"))
                 .primary(*span, format!("`{field}` is required here"))
-                .help(format!("add `{field} = {hint};`")),
+                .help(format!("add `{field} = {hint}`")),
+            EmptyModel { span, name } => d(Code::E0203, format!("model `{name}` has no parts"))
+                .primary(*span, "a model needs at least one part")
+                .help("add one `name = architecture;` per part, in depth order, such as `llm = llama3_8b;`"),
             DuplicateField { span, field, first } => d(Code::E0204, format!("field `{field}` is set twice"))
                 .primary(*span, "set again here")
                 .secondary(*first, "first set here")
@@ -339,7 +360,7 @@ impl Error {
                 .help(format!("a plan has one `{section}`; merge them")),
             InvalidChoice { span, what, found, choices, suggestion } => d(Code::E0210, format!("`{found}` is not a valid {what}"))
                 .primary(*span, format!("expected {}", list(choices)))
-                .maybe_help(did_you_mean(suggestion)),
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("write one of {}", list(choices)))),
 
             UnknownPart { span, name, model, suggestion } => d(Code::E0301, format!("the model has no part `{name}`"))
                 .primary(*span, "not a part of the model")
@@ -349,11 +370,11 @@ impl Error {
                 .primary(*span, detail.clone())
                 .secondary(*previous, "after this")
                 .help("a cut lists the model's layers once each, in depth order"),
-            CutIncomplete { span, missing, replacement } => {
+            CutIncomplete { span, missing, fix } => {
                 let diag = d(Code::E0303, "the cut does not cover the model")
                     .primary(*span, format!("{missing} not in any region"));
-                match replacement {
-                    Some(r) => diag.help(format!("cover every layer: `{r}`")).fix(*span, r.clone()),
+                match fix {
+                    Some((stmt, text)) => diag.help(format!("extend the last region: `{text}`")).fix(*stmt, text.clone()),
                     None => diag.help("add the missing layers to a region"),
                 }
             }
@@ -361,9 +382,9 @@ impl Error {
                 .primary(*span, detail.clone())
                 .note(format!("`{part}` has {layers} layers, numbered 0..{layers}"))
                 .help("write `part[start..end]` with start < end <= the part's layer count"),
-            ScheduleArity { span, cut, regions, skeletons } => d(Code::E0305, format!("{skeletons} skeleton(s) for {regions} region(s)"))
-                .primary(*span, format!("expected {regions} skeleton(s), one per region"))
-                .secondary(*cut, format!("the cut has {regions} region(s)"))
+            ScheduleArity { span, cut, regions, skeletons } => d(Code::E0305, format!("{} for {}", count(*skeletons, "skeleton"), count(*regions, "region")))
+                .primary(*span, format!("expected {}, one per region", count(*regions, "skeleton")))
+                .secondary(*cut, format!("the cut has {}", count(*regions, "region")))
                 .help("give exactly one skeleton per region, in the cut's order"),
             UnknownSkeleton { span, name, suggestion } => d(Code::E0306, format!("unknown skeleton `{name}`"))
                 .primary(*span, "not a skeleton")
@@ -371,13 +392,17 @@ impl Error {
             BadSkeletonArgument { span, skeleton, message, help } => d(Code::E0307, format!("invalid argument to `{skeleton}`"))
                 .primary(*span, message.clone())
                 .help(help.clone()),
-            DeviceProduct { span, devices, pp, dp, tp } => d(Code::E0308, format!("pp·dp·tp = {} but the cluster has {devices} devices", pp * dp * tp))
-                .primary(*span, format!("{pp}·{dp}·{tp} = {}", pp * dp * tp))
-                .help(if devices % (pp * tp) == 0 {
-                    format!("with pp = {pp} and tp = {tp}, set dp = {}", devices / (pp * tp))
-                } else {
-                    "choose pp, dp and tp whose product is the device count".into()
-                }),
+            DeviceProduct { span, devices, pp, dp, tp } => {
+                let (devices, pp, dp, tp) = (u128::from(*devices), u128::from(*pp), u128::from(*dp), u128::from(*tp));
+                let product = pp * dp * tp;
+                d(Code::E0308, format!("pp·dp·tp = {product} but the cluster has {devices} devices"))
+                    .primary(*span, format!("{pp}·{dp}·{tp} = {product}"))
+                    .help(if devices % (pp * tp) == 0 {
+                        format!("with pp = {pp} and tp = {tp}, set dp = {}", devices / (pp * tp))
+                    } else {
+                        "choose pp, dp and tp whose product is the device count".into()
+                    })
+            }
             MicrobatchesIncompatible { span, skeleton, message, help } => d(Code::E0309, message.clone())
                 .primary(*span, "microbatch count set here")
                 .secondary(*skeleton, "required by this skeleton")
@@ -395,7 +420,7 @@ impl Error {
             ReplicatedWithoutSharded { span } => d(Code::E0313, "no sharded region to hand the replicated region's output to")
                 .primary(*span, "every region of this schedule is replicated")
                 .help("a plan that only replicates is data parallelism; give the backbone a sharded skeleton such as `1f1b`"),
-            TooFewLayers { span, region, layers, stages } => d(Code::E0314, format!("region `{region}` has {layers} layer(s) for {stages} stages"))
+            TooFewLayers { span, region, layers, stages } => d(Code::E0314, format!("region `{region}` has {} for {stages} stages", count(*layers, "layer")))
                 .primary(*span, format!("needs at least {stages} layers, one per stage"))
                 .help("use fewer pipeline ranks or chunks, or give the region more layers"),
             BadSplit { span, message, help } => d(Code::E0315, message.clone()).primary(*span, "this split").help(help.clone()),
@@ -406,7 +431,7 @@ impl Error {
             UnusedImport { span, name } => d(Code::W0001, format!("unused import `{name}`"))
                 .primary(*span, "imported but never used")
                 .help("remove it"),
-            FewMicrobatches { span, microbatches, ranks } => d(Code::W0002, format!("{microbatches} microbatch(es) for {ranks} pipeline ranks"))
+            FewMicrobatches { span, microbatches, ranks } => d(Code::W0002, format!("{} for {ranks} pipeline ranks", count(*microbatches, "microbatch")))
                 .primary(*span, "fewer microbatches than pipeline ranks")
                 .note(format!("with M < P the pipeline never fills; the bubble is at least {:.0}% of the step", 100.0 * (*ranks as f64 - 1.0) / (*microbatches as f64 + *ranks as f64 - 1.0)))
                 .help(format!("use at least {ranks} microbatches, ideally several times that")),

@@ -45,6 +45,15 @@ impl SourceFile {
         &self.line_starts
     }
 
+    /// `offset` moved back to the nearest character boundary inside the text.
+    fn boundary(&self, offset: usize) -> usize {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        offset
+    }
+
     /// Zero-based line of a byte offset.
     pub fn line_index(&self, offset: usize) -> usize {
         match self.line_starts.binary_search(&offset) {
@@ -55,7 +64,7 @@ impl SourceFile {
 
     /// One-based line and one-based column counted in Unicode scalar values.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
+        let offset = self.boundary(offset);
         let line = self.line_index(offset);
         let start = self.line_starts[line];
         let column = self.text[start..offset].chars().count() + 1;
@@ -64,7 +73,7 @@ impl SourceFile {
 
     /// Zero-based line and column counted in UTF-16 code units, as LSP expects.
     pub fn line_col_utf16(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
+        let offset = self.boundary(offset);
         let line = self.line_index(offset);
         let start = self.line_starts[line];
         let column = self.text[start..offset].chars().map(char::len_utf16).sum();

@@ -12,6 +12,9 @@ use crate::resolve::{DefId, kind_word};
 use crate::span::Span;
 use crate::suggest::did_you_mean;
 
+/// The largest count any field accepts.
+pub const MAX_COUNT: u64 = 1 << 32;
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
     Count(u64),
@@ -146,7 +149,7 @@ impl Ctx<'_> {
                     });
                     None
                 }
-                (Entry::Field(f), ty) => self.value(module, &f.value, ty),
+                (Entry::Field(f), ty) => self.value(module, &f.value, ty, spec.name),
             };
             if let Some(val) = checked {
                 fields.values.insert(spec.name, Checked { val, span: entry.span() });
@@ -159,7 +162,7 @@ impl Ctx<'_> {
                     span: owner,
                     field: spec.name.into(),
                     context: schema.context.into(),
-                    hint: spec.ty.hint(),
+                    hint: format!("{}; // {}", spec.ty.hint(), spec.doc),
                 });
             } else if !fields.values.contains_key(spec.name) {
                 fields.complete = false;
@@ -168,7 +171,7 @@ impl Ctx<'_> {
         fields
     }
 
-    fn value(&mut self, module: usize, value: &ast::Value, ty: Ty) -> Option<Val> {
+    fn value(&mut self, module: usize, value: &ast::Value, ty: Ty, field: &str) -> Option<Val> {
         let wrong = |expected: String| Error::WrongType {
             span: value.span,
             expected,
@@ -225,7 +228,7 @@ impl Ctx<'_> {
                     let suggestion = did_you_mean(&n.name, choices.iter().copied());
                     self.error(Error::InvalidChoice {
                         span: n.span,
-                        what: "value here".into(),
+                        what: format!("`{field}`"),
                         found: n.name.clone(),
                         choices: choices.to_vec(),
                         suggestion,
@@ -254,9 +257,9 @@ impl Ctx<'_> {
 
     pub fn count(&mut self, span: Span, q: &ast::Quantity, min: u64) -> Option<u64> {
         self.unitless(span, q)?;
-        // 2^53: every larger count is past any real cluster and no longer exact in f64.
-        if q.value.fract() != 0.0 || q.value < min as f64 || q.value > 9_007_199_254_740_992.0 {
-            let requirement = if min == 0 { "a whole number" } else { "a whole number of at least 1" };
+        // 2^32 is past every real cluster, model and batch, and keeps products of counts exact.
+        if q.value.fract() != 0.0 || q.value < min as f64 || q.value > MAX_COUNT as f64 {
+            let requirement = if min == 0 { "a whole number up to 2^32" } else { "a whole number from 1 to 2^32" };
             self.error(Error::OutOfRange { span, what: format!("`{}`", q.digits), requirement: requirement.into() });
             return None;
         }

@@ -164,7 +164,7 @@ impl Ctx<'_> {
                 span: name_span,
                 field: "head_dim".into(),
                 context: schema::of_definition(kind).context.into(),
-                hint: "128".into(),
+                hint: "128;".into(),
             });
             return None;
         }
@@ -182,7 +182,7 @@ impl Ctx<'_> {
                         span,
                         field: "window".into(),
                         context: "`encoder`".into(),
-                        hint: "64".into(),
+                        hint: "64;".into(),
                     });
                     return None;
                 }

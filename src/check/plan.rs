@@ -8,8 +8,18 @@ use crate::algebra::skeleton::{self, ParamKind};
 use crate::algebra::{Cut, Fill, OwnerSpec, Region, Skeleton};
 use crate::ast::{self, DefKind, Item, ValueKind};
 use crate::error::Error;
+use std::ops::Range;
+
 use crate::span::Span;
 use crate::suggest::did_you_mean;
+
+/// One segment of a cut, resolved: the part, its layers within the part and in the model.
+struct Piece {
+    part: usize,
+    local: Range<u64>,
+    global: Range<u64>,
+    span: Span,
+}
 
 /// The plan's statements, each with the span of its first occurrence.
 #[derive(Default)]
@@ -90,7 +100,16 @@ impl Ctx<'_> {
         let schedule = s.schedule.and_then(|sch| self.schedule(sch));
         let owner = s.owner.and_then(|o| self.owner(o));
         let targets = s.target.map(|t| self.targets(t)).unwrap_or_default();
-        let plan = Plan {
+        let parts = rules::Parts {
+            model: model.as_ref(),
+            cluster: cluster.as_ref().zip(s.cluster),
+            batch: batch.as_ref().zip(s.batch),
+            cut: s.cut.map(|stmt| (cut.as_ref(), stmt)),
+            schedule: schedule.as_deref().zip(s.schedule),
+            owner: owner.as_ref().zip(s.owner),
+        };
+        self.rules(&parts);
+        Some(Plan {
             source: program.sources.get(root.file).name.clone(),
             model: model?,
             cluster: cluster?,
@@ -99,11 +118,7 @@ impl Ctx<'_> {
             schedule: schedule?,
             owner,
             targets,
-        };
-        let spans =
-            rules::Spans { cut: s.cut?, schedule: s.schedule?, owner: s.owner, cluster: s.cluster?, batch: s.batch? };
-        self.rules(&plan, &spans);
-        Some(plan)
+        })
     }
 
     fn model(&mut self, def: &ast::Definition) -> Option<Model> {
@@ -207,12 +222,7 @@ impl Ctx<'_> {
             });
         }
         if def.body.entries.is_empty() {
-            self.error(Error::MissingField {
-                span: def.name.span,
-                field: "a part".into(),
-                context: "`model`".into(),
-                hint: "architecture".into(),
-            });
+            self.error(Error::EmptyModel { span: def.name.span, name: def.name.name.clone() });
             return None;
         }
         complete.then(|| Model { name: def.name.name.clone(), parts })
@@ -256,36 +266,28 @@ impl Ctx<'_> {
             offsets.push(total);
             total += p.arch.layers();
         }
-        let mut regions = Vec::new();
-        let mut next = 0u64; // the first global layer not yet covered
-        let mut previous: Option<Span> = None;
+        // First resolve every segment to global layers, reporting unknown parts and ranges.
+        let mut resolved: Vec<Vec<Piece>> = Vec::new();
         let mut ok = true;
         for region in &stmt.regions {
             let mut segments = Vec::new();
-            let start = next;
             for seg in &region.segments {
                 let Some(index) = model.parts.iter().position(|p| p.name == seg.part.name) else {
                     let suggestion = did_you_mean(&seg.part.name, model.parts.iter().map(|p| p.name.as_str()));
-                    self.error(Error::UnknownPart {
-                        span: seg.part.span,
-                        name: seg.part.name.clone(),
-                        model: def.name.span,
-                        suggestion,
-                    });
+                    let (span, name, model) = (seg.part.span, seg.part.name.clone(), def.name.span);
+                    self.error(Error::UnknownPart { span, name, model, suggestion });
                     ok = false;
                     continue;
                 };
                 let layers = model.parts[index].arch.layers();
                 let range = match &seg.range {
                     None => 0..layers,
-                    Some(r) if r.start >= r.end => {
-                        let detail = format!("{}..{} is empty", r.start, r.end);
-                        self.error(Error::BadLayerRange { span: r.span, part: seg.part.name.clone(), layers, detail });
-                        ok = false;
-                        continue;
-                    }
-                    Some(r) if r.end > layers => {
-                        let detail = format!("ends at {}, past the last layer", r.end);
+                    Some(r) if r.start >= r.end || r.end > layers => {
+                        let detail = if r.start >= r.end {
+                            format!("{}..{} is empty", r.start, r.end)
+                        } else {
+                            format!("ends at {}, past the last layer", r.end)
+                        };
                         self.error(Error::BadLayerRange { span: r.span, part: seg.part.name.clone(), layers, detail });
                         ok = false;
                         continue;
@@ -293,36 +295,55 @@ impl Ctx<'_> {
                     Some(r) => r.start..r.end,
                 };
                 let global = offsets[index] + range.start..offsets[index] + range.end;
-                if ok && global.start != next {
-                    if global.start < next {
-                        let detail = "covers layers an earlier region already has".to_string();
-                        self.error(Error::CutOutOfOrder {
-                            span: seg.span,
-                            previous: previous.unwrap_or(seg.span),
-                            detail,
-                        });
-                    } else {
-                        let missing = describe_layers(model, &offsets, next..global.start);
-                        self.error(Error::CutIncomplete { span: seg.span, missing, replacement: None });
-                    }
-                    ok = false;
-                }
-                next = global.end;
-                previous = Some(seg.span);
-                segments.push((index, range));
+                segments.push(Piece { part: index, local: range, global, span: seg.span });
             }
-            regions.push(Region { name: source_text(self, region.span), layers: start..next, segments });
+            resolved.push(segments);
+        }
+        if !ok {
+            return None;
+        }
+        // Then order and overlap, then coverage: a cut in the wrong order also leaves gaps,
+        // and the order is the mistake to name.
+        let flat: Vec<&Piece> = resolved.iter().flatten().collect();
+        for pair in flat.windows(2) {
+            let (Piece { part: pa, global: a, span: a_span, .. }, Piece { part: pb, global: b, span: b_span, .. }) =
+                (pair[0], pair[1]);
+            if b.start < a.end {
+                let detail = if pb < pa {
+                    format!("`{}` comes before `{}` in the model", model.parts[*pb].name, model.parts[*pa].name)
+                } else {
+                    "overlaps the layers before it".to_string()
+                };
+                self.error(Error::CutOutOfOrder { span: *b_span, previous: *a_span, detail });
+                return None;
+            }
+        }
+        let mut next = 0;
+        for Piece { global, span, .. } in &flat {
+            if global.start > next {
+                let missing = describe_layers(model, &offsets, next..global.start);
+                self.error(Error::CutIncomplete { span: *span, missing, fix: None });
+                ok = false;
+            }
+            next = global.end;
         }
         if ok && next < total {
             let missing = describe_layers(model, &offsets, next..total);
-            let replacement = full_cut(self, stmt, model, &offsets, next);
-            self.error(Error::CutIncomplete {
-                span: stmt.regions.last().map(|r| r.span).unwrap_or(stmt.span),
-                missing,
-                replacement,
-            });
+            let fix = full_cut(self, stmt, model, &offsets, next).map(|text| (stmt.span, text));
+            let span = stmt.regions.last().map(|r| r.span).unwrap_or(stmt.span);
+            self.error(Error::CutIncomplete { span, missing, fix });
             ok = false;
         }
+        let regions = stmt
+            .regions
+            .iter()
+            .zip(resolved)
+            .map(|(region, segments)| Region {
+                name: source_text(self, region.span),
+                layers: segments.first().map_or(0, |s| s.global.start)..segments.last().map_or(0, |s| s.global.end),
+                segments: segments.into_iter().map(|p| (p.part, p.local)).collect(),
+            })
+            .collect();
         ok.then_some(Cut { regions })
     }
 
@@ -371,7 +392,11 @@ impl Ctx<'_> {
                         self,
                         arg.span,
                         "too many arguments".into(),
-                        format!("`{}` takes at most {} argument(s)", def.name, def.params.len()),
+                        format!(
+                            "`{}` takes at most {}",
+                            def.name,
+                            crate::error::count(def.params.len() as u64, "argument")
+                        ),
                     );
                     ok = false;
                     continue;
@@ -596,7 +621,10 @@ fn full_cut(ctx: &Ctx, stmt: &ast::CutStmt, model: &Model, offsets: &[u64], cove
             text.push_str(&format!(" + {}", p.name));
         }
     }
-    Some(text)
+    let mut regions: Vec<String> =
+        stmt.regions[..stmt.regions.len() - 1].iter().map(|r| source_text(ctx, r.span)).collect();
+    regions.push(text);
+    Some(format!("cut {};", regions.join(" | ")))
 }
 
 use super::rules;

@@ -1,143 +1,182 @@
-//! The algebra's validity rules (ALGEBRA.md §3) over a plan whose parts all checked out: one
-//! skeleton per region, parameters in range, devices, microbatches, owners, normal form.
+//! The algebra's validity rules (ALGEBRA.md §3): one skeleton per region, parameters in
+//! range, devices, microbatches, owners, normal form. Each rule runs as soon as the pieces
+//! it reads checked out, so a mistake in the cut does not hide one in the cluster.
 
 use super::Ctx;
-use super::spec::Plan;
-use crate::algebra::{Layout, OwnerSpec};
+use super::spec::{Batch, Cluster, Model, RegionSchedule};
+use crate::algebra::{Cut, Layout, OwnerSpec};
 use crate::ast;
 use crate::error::Error;
 use crate::span::Span;
 
-/// The source of the plan's statements, for labels.
-pub struct Spans<'a> {
-    pub cluster: &'a ast::Section,
-    pub batch: &'a ast::Section,
-    pub cut: &'a ast::CutStmt,
-    pub schedule: &'a ast::ScheduleStmt,
-    pub owner: Option<&'a ast::OwnerStmt>,
+/// What checked out of a plan, each checked value with its source.
+pub struct Parts<'a> {
+    pub model: Option<&'a Model>,
+    pub cluster: Option<(&'a Cluster, &'a ast::Section)>,
+    pub batch: Option<(&'a Batch, &'a ast::Section)>,
+    /// The statement, and the cut when it checked out.
+    pub cut: Option<(Option<&'a Cut>, &'a ast::CutStmt)>,
+    pub schedule: Option<(&'a [RegionSchedule], &'a ast::ScheduleStmt)>,
+    pub owner: Option<(&'a OwnerSpec, &'a ast::OwnerStmt)>,
 }
 
-/// The span of `key = …;` in a block, else of the block's keyword.
-fn field_span(section: &ast::Section, key: &str) -> Span {
-    section.body.entries.iter().find(|e| e.key().name == key).map(|e| e.span()).unwrap_or(section.keyword_span)
+/// The span of `key = …;` in a section, if written.
+fn field_span(section: &ast::Section, key: &str) -> Option<Span> {
+    section.body.entries.iter().find(|e| e.key().name == key).map(|e| e.span())
 }
 
 impl Ctx<'_> {
-    pub(super) fn rules(&mut self, plan: &Plan, spans: &Spans) {
-        let c = &plan.cluster;
-        if c.pp * c.dp * c.tp != c.devices {
-            let span =
-                field_span(spans.cluster, "pp").to(field_span(spans.cluster, "tp")).to(field_span(spans.cluster, "dp"));
+    pub(super) fn rules(&mut self, parts: &Parts) {
+        if let Some((cluster, section)) = parts.cluster {
+            self.cluster_rules(cluster, section);
+        }
+        if let Some((batch, section)) = parts.batch {
+            self.batch_rules(batch, section, parts.model);
+        }
+        let (Some((cut, cut_stmt)), Some((schedule, schedule_stmt))) = (parts.cut, parts.schedule) else { return };
+        if cut_stmt.regions.len() != schedule_stmt.skeletons.len() {
+            self.error(Error::ScheduleArity {
+                span: schedule_stmt.span,
+                cut: cut_stmt.span,
+                regions: cut_stmt.regions.len(),
+                skeletons: schedule_stmt.skeletons.len(),
+            });
+            return;
+        }
+        let layouts: Vec<Layout> = schedule.iter().map(|s| s.skeleton.layout()).collect();
+        self.layout_rules(&layouts, cut_stmt, schedule_stmt, parts.owner.map(|(_, stmt)| stmt));
+        let Some((cluster, _)) = parts.cluster else { return };
+        let Some((batch, batch_section)) = parts.batch else { return };
+        let (p, m) = (cluster.pp, batch.microbatches);
+        let microbatch_span = field_span(batch_section, "microbatches").unwrap_or(batch_section.keyword_span);
+        if let Some((OwnerSpec::Explicit(ranks), stmt)) = parts.owner {
+            self.explicit_owner(ranks, stmt, p, m);
+        }
+        for (i, sched) in schedule.iter().enumerate() {
+            if sched.skeleton.layout() != Layout::Sharded {
+                continue;
+            }
+            let skeleton_span = schedule_stmt.skeletons[i].span;
+            if let Some(cut) = cut {
+                self.stage_rules(
+                    &cut.regions[i],
+                    sched,
+                    p,
+                    cut_stmt.regions[i].span,
+                    self.split_spans[i].unwrap_or(skeleton_span),
+                );
+            }
+            if let Err(e) = sched.skeleton.check_microbatches(p, m) {
+                let (message, help) = (e.message, e.help);
+                self.error(Error::MicrobatchesIncompatible {
+                    span: microbatch_span,
+                    skeleton: skeleton_span,
+                    message,
+                    help,
+                });
+            }
+        }
+        if m < p && layouts.contains(&Layout::Sharded) {
+            self.error(Error::FewMicrobatches { span: microbatch_span, microbatches: m, ranks: p });
+        }
+    }
+
+    fn cluster_rules(&mut self, c: &Cluster, section: &ast::Section) {
+        if u128::from(c.pp) * u128::from(c.dp) * u128::from(c.tp) != u128::from(c.devices) {
+            let span = ["pp", "dp", "tp"]
+                .iter()
+                .filter_map(|k| field_span(section, k))
+                .reduce(Span::to)
+                .unwrap_or(section.keyword_span);
             self.error(Error::DeviceProduct { span, devices: c.devices, pp: c.pp, dp: c.dp, tp: c.tp });
         }
         if !c.dp.is_multiple_of(c.ep) {
+            let span = field_span(section, "ep").unwrap_or(section.keyword_span);
             self.error(Error::OutOfRange {
-                span: field_span(spans.cluster, "ep"),
+                span,
                 what: "`ep`".into(),
                 requirement: format!("a divisor of dp ({})", c.dp),
             });
         }
-        let m = plan.batch.microbatches;
-        if plan.batch.image_tokens.len() > 1 && plan.batch.image_tokens.len() as u64 != m {
+    }
+
+    fn batch_rules(&mut self, batch: &Batch, section: &ast::Section, model: Option<&Model>) {
+        let m = batch.microbatches;
+        if batch.image_tokens.len() > 1 && batch.image_tokens.len() as u64 != m {
             self.error(Error::OutOfRange {
-                span: field_span(spans.batch, "image_tokens"),
+                span: field_span(section, "image_tokens").unwrap_or(section.keyword_span),
                 what: "the list of `image_tokens`".into(),
                 requirement: format!("one entry per microbatch ({m})"),
             });
         }
-        let has_encoder = plan.model.parts.iter().any(|p| p.arch.is_encoder());
-        if has_encoder && plan.batch.image_tokens.is_empty() {
+        let has_encoder = model.is_some_and(|model| model.parts.iter().any(|p| p.arch.is_encoder()));
+        if has_encoder && batch.image_tokens.is_empty() {
             self.error(Error::MissingField {
-                span: spans.batch.keyword_span,
+                span: section.keyword_span,
                 field: "image_tokens".into(),
                 context: "`batch`".into(),
-                hint: "4096".into(),
+                hint: "4096; // encoder tokens per sequence".into(),
             });
         }
+    }
 
-        let regions = &plan.cut.regions;
-        if plan.schedule.len() != regions.len() {
-            self.error(Error::ScheduleArity {
-                span: spans.schedule.span,
-                cut: spans.cut.span,
-                regions: regions.len(),
-                skeletons: plan.schedule.len(),
-            });
-            return;
-        }
-        let layouts: Vec<Layout> = plan.schedule.iter().map(|s| s.skeleton.layout()).collect();
+    /// Normal form, a sharded neighbour for replicated regions, and `owner` only with one.
+    fn layout_rules(
+        &mut self,
+        layouts: &[Layout],
+        cut: &ast::CutStmt,
+        schedule: &ast::ScheduleStmt,
+        owner: Option<&ast::OwnerStmt>,
+    ) {
         let mut adjacent = false;
-        for i in 1..regions.len() {
+        for i in 1..layouts.len() {
             if layouts[i - 1] == Layout::Replicated && layouts[i] == Layout::Replicated {
                 adjacent = true;
-                let merged = merged_cut(self, spans.cut, &layouts);
-                self.error(Error::AdjacentReplicated {
-                    first: spans.cut.regions[i - 1].span,
-                    second: spans.cut.regions[i].span,
-                    cut: spans.cut.span,
-                    merged,
-                });
+                let merged = merged_cut(self, cut, layouts);
+                let (first, second) = (cut.regions[i - 1].span, cut.regions[i].span);
+                self.error(Error::AdjacentReplicated { first, second, cut: cut.span, merged });
             }
         }
         let any_replicated = layouts.contains(&Layout::Replicated);
         if !adjacent && any_replicated && !layouts.contains(&Layout::Sharded) {
-            self.error(Error::ReplicatedWithoutSharded { span: spans.schedule.span });
+            self.error(Error::ReplicatedWithoutSharded { span: schedule.span });
         }
-        match (&plan.owner, spans.owner) {
-            (Some(_), Some(stmt)) if !any_replicated => self.error(Error::OwnerWithoutReplicated { span: stmt.span }),
-            (Some(OwnerSpec::Explicit(ranks)), Some(stmt)) => self.explicit_owner(ranks, stmt, c.pp, m),
-            _ => {}
+        if let Some(stmt) = owner.filter(|_| !any_replicated) {
+            self.error(Error::OwnerWithoutReplicated { span: stmt.span });
         }
-        let p = c.pp;
-        for (i, (region, sched)) in regions.iter().zip(&plan.schedule).enumerate() {
-            let skeleton_span = spans.schedule.skeletons[i].span;
-            if sched.skeleton.layout() != Layout::Sharded {
-                continue;
-            }
-            let stages = p * u64::from(sched.skeleton.chunks());
-            let layers = region.layers.end - region.layers.start;
-            if layers < stages {
-                self.error(Error::TooFewLayers {
-                    span: spans.cut.regions[i].span,
-                    region: region.name.clone(),
-                    layers,
-                    stages,
-                });
-            }
-            if let Some(split) = &sched.split {
-                let span = self.split_spans.get(i).copied().flatten().unwrap_or(skeleton_span);
-                let sum: u64 = split.iter().sum();
-                if split.len() as u64 != stages {
-                    self.error(Error::BadSplit {
-                        span,
-                        message: format!("`split` has {} entries for {stages} stages", split.len()),
-                        help: format!(
-                            "give one layer count per stage: {p} ranks × {} chunk(s) = {stages}",
-                            sched.skeleton.chunks()
-                        ),
-                    });
-                } else if sum != layers {
-                    self.error(Error::BadSplit {
-                        span,
-                        message: format!("`split` sums to {sum} layers, region `{}` has {layers}", region.name),
-                        help: format!("make the entries add up to {layers}"),
-                    });
-                }
-            }
-            if let Err(e) = sched.skeleton.check_microbatches(p, m) {
-                self.error(Error::MicrobatchesIncompatible {
-                    span: field_span(spans.batch, "microbatches"),
-                    skeleton: skeleton_span,
-                    message: e.message,
-                    help: e.help,
-                });
-            }
+    }
+
+    /// A sharded region's stages: enough layers, and a pinned split that fits.
+    fn stage_rules(
+        &mut self,
+        region: &crate::algebra::Region,
+        sched: &RegionSchedule,
+        p: u64,
+        region_span: Span,
+        split_span: Span,
+    ) {
+        let chunks = u64::from(sched.skeleton.chunks());
+        let stages = p * chunks;
+        let layers = region.layers.end - region.layers.start;
+        if layers < stages {
+            self.error(Error::TooFewLayers { span: region_span, region: region.name.clone(), layers, stages });
         }
-        if m < p && layouts.contains(&Layout::Sharded) && p > 1 {
-            self.error(Error::FewMicrobatches {
-                span: field_span(spans.batch, "microbatches"),
-                microbatches: m,
-                ranks: p,
+        let Some(split) = &sched.split else { return };
+        let sum: u64 = split.iter().sum();
+        if split.len() as u64 != stages {
+            self.error(Error::BadSplit {
+                span: split_span,
+                message: format!("`split` has {} entries for {stages} stages", split.len()),
+                help: format!(
+                    "give one layer count per stage: {p} ranks × {} = {stages}",
+                    crate::error::count(chunks, "chunk")
+                ),
+            });
+        } else if sum != layers {
+            self.error(Error::BadSplit {
+                span: split_span,
+                message: format!("`split` sums to {sum} layers, region `{}` has {layers}", region.name),
+                help: format!("make the entries add up to {layers}"),
             });
         }
     }
@@ -151,9 +190,7 @@ impl Ctx<'_> {
                 help: "list the owning rank of every microbatch, in microbatch order".into(),
             });
         }
-        let ast::ValueKind::List(items) = &stmt.spec.kind else {
-            return;
-        };
+        let ast::ValueKind::List(items) = &stmt.spec.kind else { return };
         for (rank, item) in ranks.iter().zip(items) {
             if *rank >= p {
                 self.error(Error::BadOwner {

@@ -37,8 +37,15 @@ impl Loader for FsLoader {
     fn resolve(&self, from: &str, relative: &str) -> Result<Resolved, ResolveError> {
         let dir = Path::new(from).parent().unwrap_or(Path::new(""));
         let joined = dir.join(relative);
+        // Lexically first, so a path that climbs out is refused whether or not it exists;
+        // then after resolving symlinks, so a link cannot smuggle a file in.
+        let lexical = normalise(&dir.to_string_lossy(), relative).map(|p| PathBuf::from(format!("/{p}")));
+        let inside = |p: &Path| self.allow_outside || p.starts_with(&self.root);
+        if !lexical.as_deref().is_some_and(inside) {
+            return Err(ResolveError::OutsideRoot);
+        }
         let canonical = joined.canonicalize().map_err(|e| ResolveError::NotFound(lowercase_first(io_reason(e))))?;
-        if !self.allow_outside && !canonical.starts_with(&self.root) {
+        if !inside(&canonical) {
             return Err(ResolveError::OutsideRoot);
         }
         let key = canonical.to_string_lossy().into_owned();

@@ -45,9 +45,10 @@ impl Code {
         self.as_str().starts_with('W')
     }
 
-    /// The first line of the explanation: what the code means, in one sentence.
+    /// The first line of the explanation (`# E0001: summary`): what the code means.
     pub fn summary(self) -> &'static str {
-        self.explain().lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim_start_matches("# ")
+        let first = self.explain().lines().next().unwrap_or("");
+        first.split_once(": ").map_or(first, |(_, summary)| summary)
     }
 }
 

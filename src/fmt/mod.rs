@@ -23,6 +23,8 @@ pub fn format(src: &str) -> Result<String, Error> {
         indent: 0,
         last_end: 0,
         force_blank: false,
+        lines: 0,
+        trailing_at: Vec::new(),
     };
     let mut previous_multiline = false;
     for (i, item) in module.items.iter().enumerate() {
@@ -34,11 +36,33 @@ pub fn format(src: &str) -> Result<String, Error> {
         previous_multiline = multiline;
     }
     p.flush_comments(src.len());
-    let mut out = p.out;
+    let mut out = align_trailing(&p.out, &p.trailing_at);
     while out.ends_with("\n\n") {
         out.pop();
     }
     Ok(out)
+}
+
+/// Aligns the trailing comments of consecutive lines to one column, as gofmt does, so a
+/// block of commented fields reads as a table. `at` holds (line, width of its code).
+fn align_trailing(out: &str, at: &[(usize, usize)]) -> String {
+    let mut lines: Vec<String> = out.split('\n').map(str::to_string).collect();
+    let mut i = 0;
+    while i < at.len() {
+        let mut j = i;
+        while j + 1 < at.len() && at[j + 1].0 == at[j].0 + 1 {
+            j += 1;
+        }
+        let column = at[i..=j].iter().map(|(_, w)| *w).max().unwrap_or(0) + 1;
+        for &(line, width) in &at[i..=j] {
+            let text = &lines[line];
+            let split = text.char_indices().nth(width).map(|(b, _)| b).unwrap_or(text.len());
+            let (code, comment) = text.split_at(split);
+            lines[line] = format!("{code}{}{}", " ".repeat(column - width), comment.trim_start());
+        }
+        i = j + 1;
+    }
+    lines.join("\n")
 }
 
 struct Printer<'a> {
@@ -50,6 +74,10 @@ struct Printer<'a> {
     /// Source offset up to which everything has been printed.
     last_end: usize,
     force_blank: bool,
+    /// Lines printed so far.
+    lines: usize,
+    /// Lines that carry a trailing comment: (line, width of the code before it).
+    trailing_at: Vec<(usize, usize)>,
 }
 
 impl Printer<'_> {
@@ -83,6 +111,7 @@ impl Printer<'_> {
     fn blank_line_if(&mut self, wanted: bool) {
         if wanted && !self.at_block_start() && !self.out.ends_with("\n\n") {
             self.out.push('\n');
+            self.lines += 1;
         }
     }
 
@@ -91,6 +120,18 @@ impl Printer<'_> {
             self.out.push_str("    ");
         }
         self.out.push_str(text);
+        self.out.push('\n');
+        self.lines += 1;
+    }
+
+    /// Appends `comment` to the line printed last.
+    fn append_comment(&mut self, comment: &str) {
+        self.out.pop();
+        let line_start = self.out.rfind('\n').map(|p| p + 1).unwrap_or(0);
+        let width = self.out[line_start..].chars().count();
+        self.trailing_at.push((self.lines - 1, width));
+        self.out.push(' ');
+        self.out.push_str(comment);
         self.out.push('\n');
     }
 
@@ -107,10 +148,7 @@ impl Printer<'_> {
                 self.push_line(&text);
             } else {
                 let text = self.comment_text(&c).to_string();
-                self.out.pop();
-                self.out.push(' ');
-                self.out.push_str(&text);
-                self.out.push('\n');
+                self.append_comment(&text);
             }
             self.last_end = c.end;
         }
@@ -136,10 +174,7 @@ impl Printer<'_> {
             self.next += 1;
             let text = self.comment_text(&c).to_string();
             if first {
-                self.out.pop();
-                self.out.push(' ');
-                self.out.push_str(&text);
-                self.out.push('\n');
+                self.append_comment(&text);
                 first = false;
             } else {
                 self.push_line(&text);

@@ -13,8 +13,38 @@ pub fn check(file: FileId, text: &str) -> Result<(), Error> {
     if text.len() > MAX_FILE_BYTES {
         return Err(Error::FileTooLarge { span: Span::new(file, 0, 0), bytes: text.len() });
     }
-    let bytes = text.as_bytes();
     let mut depth = 0usize;
+    let mut result = Ok(());
+    brackets(text, |i, open| {
+        if open {
+            depth += 1;
+            if depth > MAX_NESTING && result.is_ok() {
+                result = Err(Error::NestingTooDeep { span: Span::new(file, i, i + 1) });
+            }
+        } else {
+            depth = depth.saturating_sub(1);
+        }
+    });
+    result
+}
+
+/// The opening bracket that is never closed, if any: a syntax error's best secondary label.
+pub fn unclosed(text: &str) -> Option<usize> {
+    let mut open: Vec<usize> = Vec::new();
+    let mut first_unmatched = None;
+    brackets(text, |i, is_open| {
+        if is_open {
+            open.push(i);
+        } else if open.pop().is_none() && first_unmatched.is_none() {
+            first_unmatched = Some(i);
+        }
+    });
+    open.first().copied().or(first_unmatched).filter(|_| first_unmatched.is_none())
+}
+
+/// Calls `f(offset, is_open)` for every bracket outside strings and comments.
+fn brackets(text: &str, mut f: impl FnMut(usize, bool)) {
+    let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
@@ -36,16 +66,10 @@ pub fn check(file: FileId, text: &str) -> Result<(), Error> {
                 }
                 i += 1;
             }
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return Err(Error::NestingTooDeep { span: Span::new(file, i, i + 1) });
-                }
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'(' | b'[' | b'{' => f(i, true),
+            b')' | b']' | b'}' => f(i, false),
             _ => {}
         }
         i += 1;
     }
-    Ok(())
 }

@@ -21,6 +21,8 @@ pub(crate) struct MpipeParser;
 /// everything after parsing collects all errors instead.
 pub fn parse(file: FileId, text: &str) -> Result<Module, Error> {
     limits::check(file, text)?;
+    // Records the literal tokens tried at the failure point, so "expected `;`" can be said.
+    pest::set_error_detail(true);
     let mut pairs = MpipeParser::parse(Rule::file, text).map_err(|e| syntax_error(file, text, e))?;
     Ok(lower::module(file, pairs.next().expect("grammar: file is the start rule")))
 }
@@ -32,17 +34,47 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Er
     };
     let found = describe_found(&text[start..]);
     let end = if end > start { end } else { start + found.1 };
-    let expected = match &error.variant {
+    let mut expected: Vec<&'static str> = match &error.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => {
-            let mut names: Vec<&'static str> = positives.iter().filter_map(|r| describe(*r)).collect();
-            names.sort_unstable();
-            names.dedup();
-            names
+            positives.iter().filter_map(|r| describe(*r)).collect()
         }
         pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
     };
-    Error::Syntax { span: Span::new(file, start, end), expected, found: found.0 }
+    if let Some(attempts) = error.parse_attempts() {
+        // `ParsingToken` is not exported by pest; its Display is the literal itself.
+        for token in attempts.expected_tokens() {
+            let token = token.to_string();
+            if let Some(p) = PUNCTUATION.iter().find(|(t, _)| *t == token) {
+                expected.push(p.1);
+            }
+        }
+    }
+    if expected.contains(&"a field name") {
+        // Inside a block `}` is always possible; pest records only the alternative it tried last.
+        expected.push("`}`");
+    }
+    expected.sort_unstable();
+    expected.dedup();
+    let unclosed = limits::unclosed(text).filter(|&o| o < start).map(|o| Span::new(file, o, o + 1));
+    Error::Syntax { span: Span::new(file, start, end), expected, found: found.0, unclosed }
 }
+
+/// Punctuation the grammar spells as literals, as "expected …" names it.
+const PUNCTUATION: &[(&str, &str)] = &[
+    (";", "`;`"),
+    ("|", "`|`"),
+    ("+", "`+`"),
+    (",", "`,`"),
+    ("=", "`=`"),
+    ("{", "`{`"),
+    ("}", "`}`"),
+    ("[", "`[`"),
+    ("]", "`]`"),
+    ("(", "`(`"),
+    (")", "`)`"),
+    ("::", "`::`"),
+    ("..", "`..`"),
+];
 
 /// What the parser stopped at, for the diagnostic's note, and its length in bytes.
 fn describe_found(rest: &str) -> (String, usize) {
@@ -94,6 +126,7 @@ fn describe(rule: Rule) -> Option<&'static str> {
         Rule::arg => "an argument",
         Rule::target_name => "a target",
         Rule::keyword => "a keyword",
+        Rule::word => "a name",
         Rule::value => "a value",
         Rule::file
         | Rule::item

@@ -94,7 +94,8 @@ impl State<'_> {
         let index = self.program.modules.len();
         self.program.modules.push(ModuleInfo { file, key: key.clone(), ast: None, scope: BTreeMap::new() });
         if let Some(offset) = bad_utf8 {
-            self.errors.push(Error::NotUtf8 { span: Span::new(file, offset, offset + 1) });
+            // The lossy text holds U+FFFD, three bytes, where the bad byte was.
+            self.errors.push(Error::NotUtf8 { span: Span::new(file, offset, offset + '\u{FFFD}'.len_utf8()) });
             return index;
         }
         let module = match parse::parse(file, &self.program.sources.get(file).text) {

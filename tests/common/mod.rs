@@ -1,0 +1,51 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use mpipe::diagnostics::json::to_json;
+use mpipe::diagnostics::render::{Style, render};
+use mpipe::resolve::loader::MemoryLoader;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every file under `dir`, recursively, sorted.
+pub fn files_under(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// All of tests/ui in memory, keyed by path relative to tests/ui.
+pub fn ui_loader() -> MemoryLoader {
+    let ui = root().join("tests/ui");
+    let mut loader = MemoryLoader::new();
+    for path in files_under(&ui, "mpipe") {
+        let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
+        loader.insert(&key, &String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+    }
+    loader
+}
+
+/// Checks `bytes` as the file `key` and renders every diagnostic: (human, json lines).
+pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpipe::Checked, String, String) {
+    let checked = mpipe::check(key, key, bytes, loader);
+    let sources = &checked.program.sources;
+    let human: String = checked.diagnostics.iter().map(|d| render(d, sources, Style::Human, false)).collect();
+    let json: String = checked.diagnostics.iter().map(|d| to_json(d, sources) + "\n").collect();
+    (checked, human, json)
+}

@@ -1,0 +1,157 @@
+//! Malformed input of every kind gives diagnostics, never a panic or a hang: truncated
+//! files, byte soup, token soup, extreme numbers, deep nesting and a 10 MB file.
+
+mod common;
+
+use mpipe::diagnostics::Code;
+use mpipe::resolve::loader::MemoryLoader;
+
+fn check(bytes: Vec<u8>) -> mpipe::Checked {
+    mpipe::check("plan.mpipe", "plan.mpipe", bytes, &MemoryLoader::new())
+}
+
+/// A small deterministic generator, so a failure reproduces.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn every_prefix_of_every_example() {
+    for path in common::files_under(&common::root().join("examples"), "mpipe") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (cut, _) in text.char_indices().step_by(3) {
+            let checked = check(text[..cut].as_bytes().to_vec());
+            for d in &checked.diagnostics {
+                assert!(!d.labels.is_empty() || d.code == Code::E0208, "{d:?} has no label");
+            }
+        }
+    }
+}
+
+#[test]
+fn byte_soup() {
+    let mut rng = Lcg(7);
+    for _ in 0..300 {
+        let len = (rng.next() % 200) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let checked = check(bytes);
+        assert!(checked.diagnostics.iter().all(|d| d.is_error() || d.code.is_warning()));
+    }
+}
+
+#[test]
+fn token_soup() {
+    let tokens = [
+        "cut",
+        "schedule",
+        "owner",
+        "model",
+        "cluster",
+        "batch",
+        "hardware",
+        "encoder",
+        "decoder",
+        "use",
+        "std",
+        "::",
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        ";",
+        ",",
+        "|",
+        "+",
+        "=",
+        "..",
+        "enc",
+        "llm",
+        "1f1b",
+        "transpose",
+        "8",
+        "0",
+        "1.5GB",
+        "\"s\"",
+        "true",
+        "// c\n",
+        "/* c */",
+        "interleaved",
+        "pp",
+        "devices",
+        "image_tokens",
+        "\n",
+        "é",
+    ];
+    let mut rng = Lcg(11);
+    for _ in 0..2000 {
+        let n = (rng.next() % 40) as usize;
+        let text: Vec<&str> = (0..n).map(|_| tokens[(rng.next() as usize) % tokens.len()]).collect();
+        check(text.join(" ").into_bytes());
+        let _ = mpipe::fmt::format(&text.join(" "));
+    }
+}
+
+#[test]
+fn mutated_examples() {
+    let mut rng = Lcg(13);
+    let text = std::fs::read_to_string(common::root().join("examples/paper_small.mpipe")).unwrap();
+    let replacements = ["0", "4294967296", "99999999999999999999999", "1e308", "-1", "2.5", "x", "transpose", "[]", ""];
+    for _ in 0..500 {
+        let mut t = text.clone();
+        for _ in 0..3 {
+            let words: Vec<(usize, &str)> = t.match_indices(|c: char| c.is_ascii_digit()).collect();
+            if words.is_empty() {
+                break;
+            }
+            let (at, _) = words[(rng.next() as usize) % words.len()];
+            let with = replacements[(rng.next() as usize) % replacements.len()];
+            t.replace_range(at..at + 1, with);
+        }
+        check(t.into_bytes());
+    }
+}
+
+#[test]
+fn extreme_counts_are_refused_not_overflowed() {
+    let text = std::fs::read_to_string(common::root().join("examples/llm_1f1b.mpipe")).unwrap();
+    for (from, to) in
+        [("devices = 8;", "devices = 4294967296;"), ("pp = 4;", "pp = 4294967296;"), ("dp = 2;", "dp = 4294967296;")]
+    {
+        let checked = check(text.replace(from, to).into_bytes());
+        assert!(checked.has_errors(), "{to} is accepted");
+    }
+    let checked = check(text.replace("dp = 2;", "dp = 99999999999999999999;").into_bytes());
+    assert!(checked.diagnostics.iter().any(|d| d.code == Code::E0207));
+}
+
+#[test]
+fn deep_nesting_is_refused_before_parsing() {
+    for open in ["[", "{", "("] {
+        let text = format!("owner {}", open.repeat(200_000));
+        let checked = check(text.into_bytes());
+        assert_eq!(checked.diagnostics[0].code, Code::E0003);
+    }
+}
+
+#[test]
+fn a_ten_megabyte_plan() {
+    let mut text = std::fs::read_to_string(common::root().join("examples/llm_1f1b.mpipe")).unwrap();
+    let mut i = 0;
+    while text.len() < 10 << 20 {
+        text.push_str(&format!(
+            "\nhardware npu_{i} {{\n    peak_bf16 = 300TFLOP/s;\n    hbm = 64GB;\n    hbm_bandwidth = 1.6TB/s;\n    devices_per_node = 8;\n    intra_node {{ alpha = 10us; beta = 28GB/s; }}\n    inter_node {{ alpha = 20us; beta = 25GB/s; }}\n}}\n"
+        ));
+        i += 1;
+    }
+    let checked = check(text.clone().into_bytes());
+    assert!(!checked.has_errors(), "{:?}", checked.diagnostics.first());
+    assert!(checked.plan.is_some());
+    mpipe::fmt::format(&text).unwrap();
+}

@@ -1,0 +1,72 @@
+//! Diagnostics snapshots: every fixture under tests/ui/<area>/ checked through the library,
+//! its human rendering (no colour) and its JSON snapshotted. Files under tests/ui/*/lib/ are
+//! imported by fixtures, not checked on their own.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use mpipe::diagnostics::Code;
+
+#[test]
+fn fixtures() {
+    let loader = common::ui_loader();
+    let ui = common::root().join("tests/ui");
+    insta::glob!("ui/*/*.mpipe", |path| {
+        let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
+        let (checked, human, json) = common::check_rendered(&key, std::fs::read(path).unwrap(), &loader);
+        assert!(!checked.diagnostics.is_empty(), "{key} is a fixture for a diagnostic but produced none");
+        insta::assert_snapshot!("human", human);
+        insta::assert_snapshot!("json", json);
+    });
+}
+
+/// A file past the size limit cannot sit in the repository; it is made here.
+#[test]
+fn generated_too_large() {
+    let mut text = String::from("cut llm;\n");
+    while text.len() <= mpipe::parse::MAX_FILE_BYTES {
+        text.push_str("// padding padding padding padding padding padding padding padding\n");
+    }
+    let (_, human, json) =
+        common::check_rendered("too_large.mpipe", text.into_bytes(), &mpipe::resolve::loader::MemoryLoader::new());
+    insta::assert_snapshot!("too_large_human", human);
+    insta::assert_snapshot!("too_large_json", json);
+}
+
+#[test]
+fn every_code_has_a_fixture() {
+    let loader = common::ui_loader();
+    let ui = common::root().join("tests/ui");
+    let mut seen: BTreeSet<Code> = BTreeSet::from([Code::E0004]); // generated_too_large
+    for path in common::files_under(&ui, "mpipe") {
+        let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
+        if key.contains("/lib/") {
+            continue;
+        }
+        let checked = mpipe::check(&key, &key, std::fs::read(&path).unwrap(), &loader);
+        seen.extend(checked.diagnostics.iter().map(|d| d.code));
+        let header = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(code) = header.strip_prefix("// ").and_then(|h| h.split(':').next()).and_then(Code::parse) {
+            assert!(checked.diagnostics.iter().any(|d| d.code == code), "{key} says it shows {code:?} but does not");
+        }
+    }
+    let missing: Vec<&str> = Code::ALL.iter().filter(|c| !seen.contains(c)).map(|c| c.as_str()).collect();
+    assert!(missing.is_empty(), "codes without a fixture under tests/ui: {missing:?}");
+}
+
+#[test]
+fn diagnostics_are_sorted_by_position() {
+    let loader = common::ui_loader();
+    let checked = mpipe::check(
+        "syntax/several_errors.mpipe",
+        "syntax/several_errors.mpipe",
+        std::fs::read(common::root().join("tests/ui/syntax/several_errors.mpipe")).unwrap(),
+        &loader,
+    );
+    let positions: Vec<_> = checked.diagnostics.iter().map(|d| d.position()).collect();
+    let mut sorted = positions.clone();
+    sorted.sort();
+    assert_eq!(positions, sorted);
+    assert!(checked.diagnostics.len() >= 4, "all independent errors are reported in one run");
+}
