@@ -25,7 +25,7 @@ fn every_prefix_of_every_example() {
     for path in common::files_under(&common::root().join("examples"), "mpipe") {
         let text = std::fs::read_to_string(&path).unwrap();
         for (cut, _) in text.char_indices().step_by(3) {
-            let checked = check(text[..cut].as_bytes().to_vec());
+            let checked = check(text.as_bytes()[..cut].to_vec());
             for d in &checked.diagnostics {
                 assert!(!d.labels.is_empty() || d.code == Code::E0208, "{d:?} has no label");
             }
