@@ -62,6 +62,10 @@ pub enum Error {
         span: Span,
         path: String,
     },
+    BadOverride {
+        span: Span,
+        key: String,
+    },
     PlanInLibrary {
         span: Span,
         what: &'static str,
@@ -211,6 +215,16 @@ pub enum Error {
         message: String,
         help: String,
     },
+    UnsupportedArrangement {
+        span: Span,
+        message: String,
+        label: String,
+        help: String,
+    },
+    TooLarge {
+        span: Span,
+        events: u64,
+    },
     UnknownTarget {
         span: Span,
         name: String,
@@ -310,6 +324,9 @@ impl Error {
             ImportOutsideRoot { span, path } => d(Code::E0107, format!("import `{path}` leaves the project directory"))
                 .primary(*span, "resolves outside the directory of the plan")
                 .help("copy the file into the project, or pass `--allow-outside` to permit it"),
+            BadOverride { span, key } => d(Code::E0109, format!("`--set {key}` names nothing in the plan"))
+                .primary(*span, "not a key `--set` knows, or the plan has no such part")
+                .help(format!("keys are {}", crate::overrides::KEYS.join(", "))),
             PlanInLibrary { span, what } => d(Code::E0108, format!("`{what}` in an imported file"))
                 .primary(*span, "only the plan given on the command line may say this")
                 .help("imported files hold definitions (`hardware`, `encoder`, `decoder`); move this into the plan"),
@@ -424,6 +441,13 @@ impl Error {
                 .primary(*span, format!("needs at least {stages} layers, one per stage"))
                 .help("use fewer pipeline ranks or chunks, or give the region more layers"),
             BadSplit { span, message, help } => d(Code::E0315, message.clone()).primary(*span, "this split").help(help.clone()),
+            UnsupportedArrangement { span, message, label, help } => {
+                d(Code::E0317, message.clone()).primary(*span, label.clone()).help(help.clone())
+            }
+            TooLarge { span, events } => d(Code::E0318, format!("the plan is too large to derive: {events} events per step"))
+                .primary(*span, "this many microbatches on this many stages")
+                .note(format!("mpipec derives plans of at most {} events (forwards, backwards and their halves) per step", crate::check::MAX_EVENTS))
+                .help("use fewer microbatches or pipeline stages; real plans need far fewer"),
             UnknownTarget { span, name, suggestion } => d(Code::E0316, format!("unknown target `{name}`"))
                 .primary(*span, "not a backend")
                 .help(did_you_mean(suggestion).unwrap_or_else(|| format!("targets: {}", crate::check::spec::TARGETS.join(", ")))),

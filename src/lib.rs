@@ -4,12 +4,18 @@
 
 pub mod algebra;
 pub mod ast;
+pub mod build;
 pub mod check;
+pub mod cost;
+pub mod derive;
 pub mod diagnostics;
 pub mod error;
 pub mod fmt;
+pub mod ir;
+pub mod overrides;
 pub mod parse;
 pub mod resolve;
+pub mod sim;
 pub mod span;
 pub mod suggest;
 
@@ -36,7 +42,21 @@ impl Checked {
 
 /// Loads, resolves and checks the file `key` (shown as `display`) whose bytes are given.
 pub fn check(key: &str, display: &str, bytes: Vec<u8>, loader: &dyn Loader) -> Checked {
-    let (program, mut errors) = resolve::load(key, display, bytes, loader);
+    check_with(key, display, bytes, loader, &[])
+}
+
+/// [`check`] with `--set KEY=VALUE` overrides applied to the plan first.
+pub fn check_with(
+    key: &str,
+    display: &str,
+    bytes: Vec<u8>,
+    loader: &dyn Loader,
+    overrides: &[(String, String)],
+) -> Checked {
+    let (mut program, mut errors) = resolve::load(key, display, bytes, loader);
+    if !overrides.is_empty() && program.modules[0].ast.is_some() {
+        errors.extend(overrides::apply(&mut program, overrides));
+    }
     let (plan, check_errors) = check::check(&program);
     errors.extend(check_errors);
     let mut diagnostics: Vec<Diagnostic> = errors.iter().map(error::Error::to_diagnostic).collect();

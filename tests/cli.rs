@@ -42,9 +42,15 @@ fn fixtures_give_the_library_diagnostics() {
         if key.contains("/lib/") {
             continue;
         }
-        let lib = mpipe::check(&key, &key, std::fs::read(&path).unwrap(), &loader);
+        let bytes = std::fs::read(&path).unwrap();
+        let set = common::overrides(&bytes);
+        let lib = mpipe::check_with(&key, &key, bytes, &loader, &set);
         let shown = format!("tests/ui/{key}");
-        let o = mpipec(&["--message-format", "json", "check", &shown]);
+        let mut args = vec!["--message-format".to_string(), "json".to_string(), "check".to_string(), shown.clone()];
+        for (k, v) in &set {
+            args.push(format!("--set={k}={v}"));
+        }
+        let o = mpipec(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let (summary, diagnostics) = lines.split_last().unwrap();
         assert_eq!(summary["type"], "summary");

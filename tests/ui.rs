@@ -44,7 +44,9 @@ fn every_code_has_a_fixture() {
         if key.contains("/lib/") {
             continue;
         }
-        let checked = mpipe::check(&key, &key, std::fs::read(&path).unwrap(), &loader);
+        let bytes = std::fs::read(&path).unwrap();
+        let set = common::overrides(&bytes);
+        let checked = mpipe::check_with(&key, &key, bytes, &loader, &set);
         seen.extend(checked.diagnostics.iter().map(|d| d.code));
         let header = std::fs::read_to_string(&path).unwrap_or_default();
         if let Some(code) = header.strip_prefix("// ").and_then(|h| h.split(':').next()).and_then(Code::parse) {

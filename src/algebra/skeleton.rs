@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     Sharded,
@@ -224,4 +224,24 @@ impl Skeleton {
             _ => Ok(()),
         }
     }
+}
+
+/// The one skeleton the body runs when several adjacent sharded regions share the pipeline
+/// ranks: their stages concatenate, so k regions of `1f1b` loop over the ranks k times and run
+/// as Megatron's interleaved schedule with k chunks. `None` when the regions' skeletons
+/// differ, or a fixed-shape V schedule is combined with another region.
+pub fn body_skeleton(sharded: &[Skeleton]) -> Option<(Skeleton, u32)> {
+    let first = *sharded.first()?;
+    if sharded.iter().any(|s| s.name() != first.name() || s.chunks() != first.chunks()) {
+        return None;
+    }
+    let chunks: u32 = sharded.iter().map(|s| s.chunks()).sum();
+    let skeleton = match first {
+        _ if sharded.len() == 1 => first,
+        Skeleton::Zbv | Skeleton::DualPipeV => return None,
+        Skeleton::OneFOneB | Skeleton::Interleaved { .. } => Skeleton::Interleaved { v: chunks },
+        Skeleton::Zb1p { .. } => Skeleton::Zb1p { v: chunks },
+        other => other,
+    };
+    Some((skeleton, chunks))
 }

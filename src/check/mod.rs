@@ -18,6 +18,10 @@ use crate::span::Span;
 use fields::Fields;
 use spec::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
 
+/// Events per step (stages × microbatches × compute events each) past which deriving would
+/// take more memory than a build should: about 2 GB of instructions.
+pub const MAX_EVENTS: u64 = 8_000_000;
+
 pub struct Ctx<'a> {
     pub program: &'a Program,
     pub errors: Vec<Error>,

@@ -4,6 +4,7 @@
 
 use super::Ctx;
 use super::spec::{Batch, Cluster, Model, RegionSchedule};
+use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Cut, Layout, OwnerSpec};
 use crate::ast;
 use crate::error::Error;
@@ -45,6 +46,7 @@ impl Ctx<'_> {
         }
         let layouts: Vec<Layout> = schedule.iter().map(|s| s.skeleton.layout()).collect();
         self.layout_rules(&layouts, cut_stmt, schedule_stmt, parts.owner.map(|(_, stmt)| stmt));
+        self.arrangement_rules(schedule, cut_stmt, schedule_stmt);
         let Some((cluster, _)) = parts.cluster else { return };
         let Some((batch, batch_section)) = parts.batch else { return };
         let (p, m) = (cluster.pp, batch.microbatches);
@@ -76,16 +78,72 @@ impl Ctx<'_> {
                 });
             }
         }
+        if let Some((body, chunks)) = body_skeleton(&sharded_skeletons(schedule)) {
+            if chunks > 1
+                && matches!(
+                    schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.skeleton),
+                    Some(crate::algebra::Skeleton::OneFOneB)
+                )
+                && let Err(e) = body.check_microbatches(p, m)
+            {
+                let span = schedule_stmt.span;
+                self.error(Error::MicrobatchesIncompatible {
+                    span: microbatch_span,
+                    skeleton: span,
+                    message: e.message,
+                    help: e.help,
+                });
+            }
+            let stages = p.saturating_mul(u64::from(chunks));
+            let halves = if body.splits_backward() { 3 } else { 2 };
+            let events = stages.saturating_mul(m).saturating_mul(halves).saturating_add(m.saturating_mul(2));
+            if events > super::MAX_EVENTS {
+                self.error(Error::TooLarge { span: microbatch_span, events });
+            }
+        }
         if m < p && layouts.contains(&Layout::Sharded) {
             self.error(Error::FewMicrobatches { span: microbatch_span, microbatches: m, ranks: p });
         }
     }
 
+    /// What derive supports: replicated regions only at the source, and one body skeleton
+    /// for all sharded regions.
+    fn arrangement_rules(&mut self, schedule: &[RegionSchedule], cut: &ast::CutStmt, stmt: &ast::ScheduleStmt) {
+        for (i, s) in schedule.iter().enumerate().skip(1) {
+            if s.skeleton.layout() == Layout::Replicated && schedule[i - 1].skeleton.layout() == Layout::Sharded {
+                self.error(Error::UnsupportedArrangement {
+                    span: cut.regions[i].span,
+                    message: "a replicated region after a sharded one".into(),
+                    label: "replicated, downstream of the pipeline".into(),
+                    help: "mpipec derives `transpose` at the source: cut the replicated region first (a sink-side replicated region is not supported yet)".into(),
+                });
+            }
+        }
+        let sharded = sharded_skeletons(schedule);
+        if sharded.len() > 1 && body_skeleton(&sharded).is_none() {
+            let spans: Vec<Span> = schedule
+                .iter()
+                .zip(&stmt.skeletons)
+                .filter(|(s, _)| s.skeleton.layout() == Layout::Sharded)
+                .map(|(_, e)| e.span)
+                .collect();
+            self.error(Error::UnsupportedArrangement {
+                span: spans[1..].iter().copied().fold(spans[1], Span::to),
+                message: "sharded regions with different skeletons".into(),
+                label: format!("differs from `{}`", sharded[0]),
+                help: "sharded regions share the pipeline ranks and run as one pipeline: give them the same skeleton (zbv and dualpipev take a single sharded region)".into(),
+            });
+        }
+    }
+
     fn cluster_rules(&mut self, c: &Cluster, section: &ast::Section) {
         if u128::from(c.pp) * u128::from(c.dp) * u128::from(c.tp) != u128::from(c.devices) {
-            let span = ["pp", "dp", "tp"]
+            // One label over the fields written in the same file (a `--set` lives in its own).
+            let spans: Vec<Span> = ["pp", "dp", "tp"].iter().filter_map(|k| field_span(section, k)).collect();
+            let span = spans
                 .iter()
-                .filter_map(|k| field_span(section, k))
+                .copied()
+                .filter(|s| s.file == spans[0].file)
                 .reduce(Span::to)
                 .unwrap_or(section.keyword_span);
             self.error(Error::DeviceProduct { span, devices: c.devices, pp: c.pp, dp: c.dp, tp: c.tp });
@@ -202,6 +260,10 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+fn sharded_skeletons(schedule: &[RegionSchedule]) -> Vec<crate::algebra::Skeleton> {
+    schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect()
 }
 
 /// The cut with every run of adjacent replicated regions joined by `+`.

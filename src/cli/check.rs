@@ -12,7 +12,7 @@ pub fn load(global: &Global, path: &Path) -> Result<mpipe::Checked, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
     let (loader, key) = FsLoader::for_plan(path, global.allow_outside)
         .map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
-    Ok(mpipe::check(&key, &path.to_string_lossy(), bytes, &loader))
+    Ok(mpipe::check_with(&key, &path.to_string_lossy(), bytes, &loader, &global.set))
 }
 
 pub fn run(global: &Global, files: &[PathBuf]) -> u8 {

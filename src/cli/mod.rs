@@ -1,10 +1,12 @@
 //! Command-line interface: argument parsing, streams, colour, exit codes. One module per
 //! subcommand; the compiler itself is the `mpipe` library.
 
+mod build;
 mod check;
 mod explain;
 mod format;
 mod loader;
+mod output;
 mod report;
 
 use std::process::ExitCode;
@@ -31,6 +33,16 @@ pub struct Global {
     /// Let `use "…"` reach files outside the plan's directory
     #[arg(long, global = true)]
     allow_outside: bool,
+    /// Override a plan value for this run, by dotted path: `cluster.pp=4`, `batch.microbatches=12`,
+    /// `schedule="interleaved(2)"`, `owner=round_robin`, `model.enc.frozen=false` (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE", global = true, value_parser = parse_set)]
+    set: Vec<(String, String)>,
+}
+
+fn parse_set(arg: &str) -> Result<(String, String), String> {
+    mpipe::overrides::split(arg)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, such as `cluster.pp=4`, found `{arg}`"))
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -67,6 +79,16 @@ enum Command {
     },
     /// Print the long explanation of a diagnostic code
     Explain { code: String },
+    /// Derive the per-rank plan and write plan.json, plan.txt and schedule.csv
+    Build {
+        plan: std::path::PathBuf,
+        /// Output directory
+        #[arg(short, long, default_value_os_t = build::default_out())]
+        out: std::path::PathBuf,
+        /// Write into a directory that holds other files too, replacing only mpipec's own
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
@@ -79,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Check { files } => check::run(&cli.global, files),
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
+        Command::Build { plan, out, force } => build::run(&cli.global, plan, out, *force),
     };
     ExitCode::from(status)
 }

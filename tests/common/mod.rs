@@ -41,9 +41,20 @@ pub fn ui_loader() -> MemoryLoader {
     loader
 }
 
+/// The `// set: KEY=VALUE` lines at the top of a fixture: `--set` overrides to apply.
+pub fn overrides(bytes: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .take_while(|l| l.starts_with("//"))
+        .filter_map(|l| l.strip_prefix("// set: "))
+        .filter_map(|kv| mpipe::overrides::split(kv).map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
 /// Checks `bytes` as the file `key` and renders every diagnostic: (human, json lines).
 pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpipe::Checked, String, String) {
-    let checked = mpipe::check(key, key, bytes, loader);
+    let set = overrides(&bytes);
+    let checked = mpipe::check_with(key, key, bytes, loader, &set);
     let sources = &checked.program.sources;
     let human: String = checked.diagnostics.iter().map(|d| render(d, sources, Style::Human, false)).collect();
     let json: String = checked.diagnostics.iter().map(|d| to_json(d, sources) + "\n").collect();

@@ -1,0 +1,63 @@
+//! `mpipec build PLAN -o OUT/`
+
+use std::path::{Path, PathBuf};
+
+use super::report::Reporter;
+use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
+
+pub const EXIT_INTERNAL: u8 = 101;
+
+pub fn run(global: &Global, plan: &Path, out: &Path, force: bool) -> u8 {
+    let mut reporter = Reporter::new(global);
+    let checked = match super::check::load(global, plan) {
+        Ok(c) => c,
+        Err(message) => {
+            reporter.plain_error(&message);
+            reporter.finish();
+            return EXIT_USAGE;
+        }
+    };
+    reporter.emit(&checked.diagnostics, &checked.program.sources);
+    let Some(plan_spec) = checked.plan else {
+        if !checked.has_errors() {
+            reporter.plain_error(&format!(
+                "`{}` defines no plan: a plan needs model, cluster, batch, cut and schedule",
+                plan.display()
+            ));
+        }
+        reporter.finish();
+        return EXIT_INPUT;
+    };
+    let derived = match mpipe::build::derive_checked(&plan_spec) {
+        Ok(d) => d,
+        Err(invalid) => {
+            eprintln!(
+                "error: internal compiler error: the derived plan failed validation ({} problems)",
+                invalid.problems.len()
+            );
+            for p in invalid.problems.iter().take(20) {
+                eprintln!("  - {p}");
+            }
+            eprintln!(
+                "note: this is a bug in mpipec {}; nothing was written. The derived lists follow:\n{}",
+                mpipe::VERSION,
+                invalid.dump
+            );
+            return EXIT_INTERNAL;
+        }
+    };
+    let files = mpipe::build::artifacts(&derived);
+    if let Err(message) = output::write_atomically(out, &files, force) {
+        reporter.plain_error(&message);
+        reporter.finish();
+        return EXIT_USAGE;
+    }
+    reporter.finish();
+    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    eprintln!("wrote {} ({})", out.display(), names.join(", "));
+    0
+}
+
+pub fn default_out() -> PathBuf {
+    PathBuf::from("out")
+}

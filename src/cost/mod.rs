@@ -1,0 +1,82 @@
+//! What derive asks of a cost model: how long a stage's work takes for one microbatch. The
+//! split of layers into stages, the warmup slack that `transpose` fills and the owner map all
+//! read these numbers, so a better cost model gives a better static schedule, never a
+//! different kind of schedule.
+
+use std::ops::Range;
+
+use crate::check::spec::Plan;
+
+/// Durations in seconds (or any one unit, consistently).
+pub trait Costs {
+    /// Forward of the model's layers `layers` (global numbering) for microbatch `mb`,
+    /// including what sits at the ends of a part (embedding, LM head, patch embedding).
+    fn forward(&self, layers: Range<u64>, mb: u32) -> f64;
+    /// Backward-input (the activation gradient) of those layers.
+    fn backward_input(&self, layers: Range<u64>, mb: u32) -> f64;
+    /// Backward-weight (the parameter gradient) of those layers; zero for frozen ones.
+    fn backward_weight(&self, layers: Range<u64>, mb: u32) -> f64;
+}
+
+/// Until a plan's hardware and formulas are used: every layer of a microbatch costs one unit
+/// forward, one unit per backward half; an encoder layer scales with that microbatch's image
+/// tokens against the batch's mean, so variable load still steers the owner map.
+pub struct UnitCosts {
+    /// Per global layer: whether it belongs to an encoder, and whether it is frozen.
+    layers: Vec<(bool, bool)>,
+    image_tokens: Vec<u64>,
+    mean_tokens: f64,
+}
+
+impl UnitCosts {
+    pub fn new(plan: &Plan) -> UnitCosts {
+        let mut layers = Vec::new();
+        for part in &plan.model.parts {
+            for _ in 0..part.arch.layers() {
+                layers.push((part.arch.is_encoder(), part.frozen));
+            }
+        }
+        let image_tokens = plan.batch.image_tokens.clone();
+        let mean_tokens = if image_tokens.is_empty() {
+            1.0
+        } else {
+            image_tokens.iter().sum::<u64>() as f64 / image_tokens.len() as f64
+        };
+        UnitCosts { layers, image_tokens, mean_tokens: mean_tokens.max(1.0) }
+    }
+
+    fn scale(&self, layer: u64, mb: u32) -> f64 {
+        let (encoder, _) = self.layers[layer as usize];
+        if !encoder || self.image_tokens.is_empty() {
+            return 1.0;
+        }
+        let tokens = self.image_tokens[mb as usize % self.image_tokens.len()] as f64;
+        tokens / self.mean_tokens
+    }
+}
+
+impl Costs for UnitCosts {
+    fn forward(&self, layers: Range<u64>, mb: u32) -> f64 {
+        layers.map(|l| self.scale(l, mb)).sum()
+    }
+
+    fn backward_input(&self, layers: Range<u64>, mb: u32) -> f64 {
+        self.forward(layers, mb)
+    }
+
+    fn backward_weight(&self, layers: Range<u64>, mb: u32) -> f64 {
+        layers.filter(|l| !self.layers[*l as usize].1).map(|l| self.scale(l, mb)).sum()
+    }
+}
+
+/// Duration of one compute instruction of a stage holding `layers`.
+pub fn compute_time(costs: &dyn Costs, op: crate::ir::Op, layers: Range<u64>, mb: u32) -> f64 {
+    use crate::ir::Op;
+    match op {
+        Op::Forward => costs.forward(layers, mb),
+        Op::Backward => costs.backward_input(layers.clone(), mb) + costs.backward_weight(layers, mb),
+        Op::BackwardInput => costs.backward_input(layers, mb),
+        Op::BackwardWeight => costs.backward_weight(layers, mb),
+        _ => 0.0,
+    }
+}

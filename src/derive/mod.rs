@@ -1,0 +1,181 @@
+//! derive: (cut, schedule, model, cluster, batch) -> placement × collectives × order.
+//!
+//! The placement fixes each stage's layers and rank; the body's skeleton gives every rank its
+//! canonical compute order; a `transpose` region adds the encoder's work and its seam; the
+//! reductions and the optimizer step close the step. All of it is one order graph, lowered to
+//! one instruction list per pipeline rank.
+
+pub mod order;
+pub mod owner;
+pub mod placement;
+pub mod skeletons;
+pub mod transpose;
+
+use std::collections::BTreeMap;
+
+use crate::algebra::Layout;
+use crate::check::spec::Plan;
+use crate::cost::Costs;
+use crate::ir::{self, Dir, Group, Instr, Op, PlanIr};
+use order::{OrderGraph, collective};
+use placement::Placement;
+
+pub struct Derived {
+    pub placement: Placement,
+    pub graph: OrderGraph,
+    pub ir: PlanIr,
+    /// With a transpose region: owners, and each rank's slack and encoder work.
+    pub transpose: Option<transpose::Transposed>,
+}
+
+pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
+    let placement = placement::place(plan, costs);
+    let mut g = OrderGraph::new(placement.body.shape.ranks);
+    body(&mut g, &placement);
+    let transposed = placement.encoder.map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs));
+    reductions(&mut g, plan, &placement);
+    g.link_chains();
+    let lists = g.lower();
+    let ir = assemble(plan, &placement, transposed.as_ref(), lists);
+    Derived { placement, graph: g, ir, transpose: transposed }
+}
+
+/// The body's events in each rank's canonical order, and the activation and gradient hand-offs
+/// between consecutive stages.
+fn body(g: &mut OrderGraph, placement: &Placement) {
+    let shape = placement.body.shape;
+    let first = placement.body.first;
+    let backward = placement.stages.iter().any(|s| s.rank.is_some() && s.backward);
+    let orders = skeletons::order(placement.body.skeleton, shape, backward);
+    for (rank, tasks) in orders.into_iter().enumerate() {
+        for task in tasks {
+            let stage = &placement.body_stage(task.stage);
+            if task.op != Op::Forward && !stage.backward {
+                continue;
+            }
+            let mut instr = Instr::compute(task.op, first + task.stage, task.mb);
+            instr.overlap = task.overlap;
+            let node = g.node(instr, Some(rank as u32));
+            g.chains[rank].push(node);
+        }
+    }
+    let stages = shape.stages();
+    for b in 0..stages {
+        let s = first + b;
+        for mb in 0..shape.microbatches {
+            let forward = g.index_of(Op::Forward, s, mb);
+            if b > 0 {
+                let previous = g.index_of(Op::Forward, s - 1, mb);
+                g.data(previous, forward, Dir::Act);
+            }
+            let Some(grad) = g.find(Op::BackwardInput, s, mb).or_else(|| g.find(Op::Backward, s, mb)) else { continue };
+            g.data(forward, grad, Dir::Act);
+            if b + 1 < stages {
+                let next = g.find(Op::BackwardInput, s + 1, mb).or_else(|| g.find(Op::Backward, s + 1, mb));
+                if let Some(next) = next {
+                    g.data(next, grad, Dir::Grad);
+                }
+            }
+            if let Some(weight) = g.find(Op::BackwardWeight, s, mb) {
+                g.data(grad, weight, Dir::Grad);
+            }
+        }
+    }
+}
+
+/// Gradient reductions and the optimizer step that end every rank's step.
+fn reductions(g: &mut OrderGraph, plan: &Plan, placement: &Placement) {
+    let dp = plan.cluster.dp > 1;
+    let ranks = placement.body.shape.ranks;
+    for r in 0..ranks {
+        for (i, region) in placement.regions.iter().enumerate() {
+            let holds = placement.stages.iter().any(|s| s.region == i && s.rank == Some(r));
+            if dp && region.layout == Layout::Sharded && region.trainable && holds {
+                let node = g.node(Instr::all_reduce(Group::Dp, &region.name), Some(r));
+                g.chains[r as usize].push(node);
+            }
+        }
+    }
+    if let Some(enc) = placement.encoder.filter(|e| e.trainable) {
+        let name = placement.regions[enc.region].name.clone();
+        collective(g, Group::Pp, &name);
+        if dp {
+            for r in 0..ranks {
+                let node = g.node(Instr::all_reduce(Group::Dp, &name), Some(r));
+                g.chains[r as usize].push(node);
+            }
+        }
+    }
+    if placement.regions.iter().any(|r| r.trainable) {
+        for r in 0..ranks {
+            let node = g.node(Instr::optimizer_step(), Some(r));
+            g.chains[r as usize].push(node);
+        }
+    }
+}
+
+fn assemble(
+    plan: &Plan,
+    placement: &Placement,
+    transposed: Option<&transpose::Transposed>,
+    lists: Vec<Vec<Instr>>,
+) -> PlanIr {
+    let c = &plan.cluster;
+    let regions = placement
+        .regions
+        .iter()
+        .map(|r| ir::RegionIr {
+            name: r.name.clone(),
+            layout: r.layout,
+            skeleton: r.skeleton.to_string(),
+            trainable: r.trainable,
+            backward: r.backward,
+            layers: [r.layers.start, r.layers.end],
+        })
+        .collect();
+    let stages = placement
+        .stages
+        .iter()
+        .map(|s| ir::StageIr {
+            id: s.id,
+            region: placement.regions[s.region].name.clone(),
+            ranks: s.rank.is_none().then(|| "all".to_string()),
+            rank: s.rank,
+            layers: [s.layers.start, s.layers.end],
+        })
+        .collect();
+    let mut owner = BTreeMap::new();
+    if let (Some(enc), Some(t)) = (placement.encoder, transposed) {
+        owner.insert(placement.regions[enc.region].name.clone(), t.owners.clone());
+    }
+    let mut rank_map = Vec::with_capacity(c.devices as usize);
+    for pp in 0..c.pp {
+        for dp in 0..c.dp {
+            for tp in 0..c.tp {
+                let global = (pp * c.dp + dp) * c.tp + tp;
+                rank_map.push(ir::RankCoord { global: global as u32, dp: dp as u32, pp: pp as u32, tp: tp as u32 });
+            }
+        }
+    }
+    PlanIr {
+        format: ir::FORMAT.to_string(),
+        version: ir::VERSION,
+        source: plan.source.clone(),
+        pipeline: ir::Pipeline {
+            ranks: c.pp as u32,
+            microbatches: plan.batch.microbatches as u32,
+            dp: c.dp as u32,
+            tp: c.tp as u32,
+            mapping: placement.body.mapping,
+        },
+        regions,
+        stages,
+        owner,
+        rank_map,
+        ranks: lists
+            .into_iter()
+            .enumerate()
+            .map(|(r, instructions)| ir::RankIr { rank: r as u32, instructions })
+            .collect(),
+    }
+}

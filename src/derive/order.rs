@@ -1,0 +1,170 @@
+//! The order graph: every event of a step (forwards, backwards, the encoder's work,
+//! reductions, the optimizer step) as a node, with program-order edges along each rank's
+//! chain and data edges between events that hand a tensor on. Lowering walks each chain and
+//! turns every data edge that crosses ranks into a send after its producer and a receive
+//! before its consumer.
+
+use std::collections::HashMap;
+
+use petgraph::Direction;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+
+use crate::ir::{Dir, Group, Instr, Op};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub instr: Instr,
+    /// The rank that runs it; `None` for a collective every rank runs.
+    pub rank: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dep {
+    /// The next event on the same rank.
+    Program,
+    /// A tensor handed from one event to the next: activations or gradients.
+    Data(Dir),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct OrderGraph {
+    pub graph: DiGraph<Event, Dep>,
+    /// Each rank's events in execution order.
+    pub chains: Vec<Vec<NodeIndex>>,
+    /// Compute events by (op, stage, microbatch).
+    index: HashMap<(Op, u32, u32), NodeIndex>,
+    /// Where a cross-rank transfer is placed when not right at its producer and consumer.
+    send_after: HashMap<NodeIndex, NodeIndex>,
+    recv_before: HashMap<NodeIndex, NodeIndex>,
+}
+
+impl OrderGraph {
+    pub fn new(ranks: u32) -> OrderGraph {
+        OrderGraph { chains: vec![Vec::new(); ranks as usize], ..OrderGraph::default() }
+    }
+
+    pub fn node(&mut self, instr: Instr, rank: Option<u32>) -> NodeIndex {
+        let key = instr.op.is_compute().then(|| (instr.op, instr.stage.unwrap_or(0), instr.mb.unwrap_or(0)));
+        let node = self.graph.add_node(Event { instr, rank });
+        if let Some(key) = key {
+            self.index.insert(key, node);
+        }
+        node
+    }
+
+    pub fn find(&self, op: Op, stage: u32, mb: u32) -> Option<NodeIndex> {
+        self.index.get(&(op, stage, mb)).copied()
+    }
+
+    /// Like [`OrderGraph::find`], for an event the caller knows exists.
+    pub fn index_of(&self, op: Op, stage: u32, mb: u32) -> NodeIndex {
+        self.find(op, stage, mb).expect("the event exists")
+    }
+
+    pub fn data(&mut self, from: NodeIndex, to: NodeIndex, dir: Dir) {
+        self.graph.add_edge(from, to, Dep::Data(dir));
+    }
+
+    /// Places the send of `producer`'s cross-rank outputs after `anchor` instead.
+    pub fn send_after(&mut self, producer: NodeIndex, anchor: NodeIndex) {
+        self.send_after.insert(producer, anchor);
+    }
+
+    /// Places the receive of `consumer`'s cross-rank inputs before `anchor` instead.
+    pub fn recv_before(&mut self, consumer: NodeIndex, anchor: NodeIndex) {
+        self.recv_before.insert(consumer, anchor);
+    }
+
+    /// Adds program-order edges along every chain; call once the chains are final.
+    pub fn link_chains(&mut self) {
+        for chain in &self.chains {
+            for pair in chain.windows(2) {
+                self.graph.add_edge(pair[0], pair[1], Dep::Program);
+            }
+        }
+    }
+
+    /// The rank an event runs on, as seen from `rank`'s chain.
+    fn rank_of(&self, node: NodeIndex, from: u32) -> u32 {
+        self.graph[node].rank.unwrap_or(from)
+    }
+
+    /// One instruction list per rank: each chain's events, with a receive before every
+    /// event (or its anchor) for each input from another rank, and a send after every event
+    /// (or its anchor) for each output to another rank. Overlapped pairs stay adjacent.
+    pub fn lower(&self) -> Vec<Vec<Instr>> {
+        (0..self.chains.len() as u32).map(|rank| self.lower_rank(rank)).collect()
+    }
+
+    fn lower_rank(&self, rank: u32) -> Vec<Instr> {
+        let chain = &self.chains[rank as usize];
+        let mut before: HashMap<NodeIndex, Vec<Instr>> = HashMap::new();
+        let mut after: HashMap<NodeIndex, Vec<Instr>> = HashMap::new();
+        for (i, &node) in chain.iter().enumerate() {
+            // An overlapped pair is one slot: its transfers go around both halves.
+            let overlapped = |j: usize| chain.get(j).is_some_and(|n| self.graph[*n].instr.overlap);
+            let group_start = if overlapped(i) && i > 0 && overlapped(i - 1) && self.pair_starts(chain, i - 1) {
+                chain[i - 1]
+            } else {
+                node
+            };
+            let group_end = if overlapped(i) && self.pair_starts(chain, i) { chain[i + 1] } else { node };
+            let mut inputs: Vec<(u32, Instr)> = Vec::new();
+            for edge in self.graph.edges_directed(node, Direction::Incoming) {
+                let Dep::Data(dir) = *edge.weight() else { continue };
+                let from = self.rank_of(edge.source(), rank);
+                if from != rank {
+                    let producer = &self.graph[edge.source()].instr;
+                    inputs.push((
+                        from,
+                        Instr::comm(Op::Recv, dir, producer.stage.unwrap_or(0), producer.mb.unwrap_or(0), from),
+                    ));
+                }
+            }
+            inputs.sort_by_key(|(from, i)| (i.stage, i.mb, *from));
+            let anchor = self.recv_before.get(&node).copied().unwrap_or(group_start);
+            before.entry(anchor).or_default().extend(inputs.into_iter().map(|(_, i)| i));
+            let mut outputs: Vec<(u32, Instr)> = Vec::new();
+            for edge in self.graph.edges_directed(node, Direction::Outgoing) {
+                let Dep::Data(dir) = *edge.weight() else { continue };
+                let to = self.rank_of(edge.target(), rank);
+                if to != rank {
+                    let me = &self.graph[node].instr;
+                    outputs.push((to, Instr::comm(Op::Send, dir, me.stage.unwrap_or(0), me.mb.unwrap_or(0), to)));
+                }
+            }
+            outputs.sort_by_key(|(to, _)| *to);
+            let anchor = self.send_after.get(&node).copied().unwrap_or(group_end);
+            after.entry(anchor).or_default().extend(outputs.into_iter().map(|(_, i)| i));
+        }
+        let mut out = Vec::with_capacity(chain.len() * 2);
+        for node in chain {
+            if let Some(recvs) = before.remove(node) {
+                out.extend(recvs);
+            }
+            out.push(self.graph[*node].instr.clone());
+            if let Some(sends) = after.remove(node) {
+                out.extend(sends);
+            }
+        }
+        out
+    }
+
+    /// Whether chain[i] is the forward half that opens an overlapped pair.
+    fn pair_starts(&self, chain: &[NodeIndex], i: usize) -> bool {
+        let this = &self.graph[chain[i]].instr;
+        this.overlap
+            && this.op == Op::Forward
+            && chain.get(i + 1).is_some_and(|n| self.graph[*n].instr.overlap && self.graph[*n].instr.op != Op::Forward)
+    }
+}
+
+/// The events a collective over the pipeline group needs: one node on every chain.
+pub fn collective(graph: &mut OrderGraph, group: Group, region: &str) -> NodeIndex {
+    let node = graph.node(Instr::all_reduce(group, region), None);
+    for chain in &mut graph.chains {
+        chain.push(node);
+    }
+    node
+}

@@ -1,0 +1,121 @@
+//! `transpose`: the replicated encoder's work placed inside the body pipeline (ALGEBRA.md §6).
+//!
+//! `fill = slack` (Mpipe): each rank encodes its own microbatches in deadline order inside the
+//! idle time before its first body event (its warmup slack); the first-stage rank, which has
+//! none, encodes its share just before it needs each result, and receives every other
+//! microbatch's features just before that microbatch's first forward, so it starts as soon as
+//! the first features arrive. A trainable encoder's backward runs on the owner after the
+//! feature gradient comes back, at the end of its chain (its cooldown slack).
+//!
+//! `fill = prefix` (HyperParallel's public `ScheduleMPipeTranspose`): every rank encodes its
+//! microbatches as one block before its pipeline, the first-stage rank receives all features
+//! before its first forward and sends all feature gradients after its last backward.
+
+use petgraph::graph::NodeIndex;
+
+use super::order::OrderGraph;
+use super::owner::{self, Load};
+use super::placement::{Encoder, Placement};
+use crate::algebra::{Fill, OwnerSpec};
+use crate::check::spec::Plan;
+use crate::cost::{self, Costs};
+use crate::ir::{Dir, Instr, Op};
+
+pub struct Transposed {
+    pub owners: Vec<u32>,
+    /// Each rank's warmup slack w_r and encoder work E_r, as derive estimated them.
+    pub slack: Vec<f64>,
+    pub work: Vec<f64>,
+}
+
+pub fn add(g: &mut OrderGraph, plan: &Plan, placement: &Placement, enc: &Encoder, costs: &dyn Costs) -> Transposed {
+    let ranks = placement.body.shape.ranks;
+    let m = placement.body.shape.microbatches;
+    let first = placement.body.first;
+    let head = placement.rank_of_body(0);
+    let enc_layers = placement.stages[enc.stage as usize].layers.clone();
+
+    // The body alone, timed: when each rank first has work and when the first stage needs
+    // each microbatch.
+    let times = body_times(g, placement, costs);
+    let slack: Vec<f64> = g.chains.iter().map(|c| c.first().map_or(0.0, |n| times[n.index()])).collect();
+    let deadline: Vec<f64> =
+        (0..m).map(|mb| g.find(Op::Forward, first, mb).map_or(0.0, |n| times[n.index()])).collect();
+    let work: Vec<f64> = (0..m).map(|mb| costs.forward(enc_layers.clone(), mb)).collect();
+    let spec = plan.owner.clone().unwrap_or(OwnerSpec::ByMicrobatch);
+    let owners = owner::assign(&spec, ranks, &Load { slack: &slack, work: &work, deadline: &deadline });
+
+    let first_body_node = g.chains[head as usize].first().copied();
+    let last_body_node = g.chains[head as usize].last().copied();
+    let mut forwards: Vec<NodeIndex> = Vec::with_capacity(m as usize);
+    for mb in 0..m {
+        let ef = g.node(Instr::compute(Op::Forward, enc.stage, mb), Some(owners[mb as usize]));
+        forwards.push(ef);
+        let consumer = g.find(Op::Forward, first, mb).expect("the first body stage runs every microbatch");
+        g.data(ef, consumer, Dir::Act);
+        if enc.fill == Fill::Prefix
+            && let Some(anchor) = first_body_node
+        {
+            g.recv_before(consumer, anchor);
+        }
+    }
+    for r in 0..ranks {
+        let mut mine: Vec<u32> = (0..m).filter(|mb| owners[*mb as usize] == r).collect();
+        mine.sort_by(|a, b| deadline[*a as usize].total_cmp(&deadline[*b as usize]).then(a.cmp(b)));
+        let chain = &mut g.chains[r as usize];
+        if r == head && enc.fill == Fill::Slack {
+            // Just in time: each encode right before the forward that consumes it.
+            for mb in mine {
+                let consumer = g.index_of(Op::Forward, first, mb);
+                let chain = &mut g.chains[r as usize];
+                let at = chain.iter().position(|n| *n == consumer).expect("the consumer is on this chain");
+                chain.insert(at, forwards[mb as usize]);
+            }
+        } else {
+            let front: Vec<NodeIndex> = mine.iter().map(|mb| forwards[*mb as usize]).collect();
+            chain.splice(0..0, front);
+        }
+    }
+    if enc.trainable {
+        for mb in 0..m {
+            let owner = owners[mb as usize];
+            let eb = g.node(Instr::compute(Op::Backward, enc.stage, mb), Some(owner));
+            let producer = g
+                .find(Op::BackwardInput, first, mb)
+                .or_else(|| g.find(Op::Backward, first, mb))
+                .expect("a trainable encoder means the first body stage runs backward");
+            g.data(producer, eb, Dir::Grad);
+            if enc.fill == Fill::Prefix
+                && let Some(anchor) = last_body_node
+            {
+                g.send_after(producer, anchor);
+            }
+            g.chains[owner as usize].push(eb);
+        }
+    }
+    let mut per_rank = vec![0.0; ranks as usize];
+    for (mb, r) in owners.iter().enumerate() {
+        per_rank[*r as usize] += work[mb];
+    }
+    Transposed { owners, slack, work: per_rank }
+}
+
+/// Start times of the body's events, by node index, with transfers taken as free.
+fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> Vec<f64> {
+    let mut timed = g.clone();
+    timed.link_chains();
+    let stages = &placement.stages;
+    let times = crate::sim::longest_path(
+        &timed.graph,
+        |n| {
+            let i = &timed.graph[n].instr;
+            match (i.stage, i.mb) {
+                (Some(s), Some(mb)) => cost::compute_time(costs, i.op, stages[s as usize].layers.clone(), mb),
+                _ => 0.0,
+            }
+        },
+        |_| 0.0,
+    )
+    .expect("canonical body orders have no cycle");
+    times.start
+}

@@ -1,0 +1,212 @@
+//! The per-rank instruction IR: what `mpipec build` writes as plan.json. Field names are a
+//! contract (IR.md): add freely, rename none without bumping `version`.
+
+pub mod csv;
+pub mod graph;
+pub mod text;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+
+pub const FORMAT: &str = "mpipe-ir";
+pub const VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanIr {
+    pub format: String,
+    pub version: u32,
+    pub source: String,
+    pub pipeline: Pipeline,
+    pub regions: Vec<RegionIr>,
+    pub stages: Vec<StageIr>,
+    /// Replicated region name -> owning rank of each microbatch.
+    pub owner: std::collections::BTreeMap<String, Vec<u32>>,
+    /// (dp, pp, tp) coordinates of every global rank, in Megatron's order (tp fastest, then dp, then pp).
+    pub rank_map: Vec<RankCoord>,
+    pub ranks: Vec<RankIr>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pipeline {
+    pub ranks: u32,
+    pub microbatches: u32,
+    pub dp: u32,
+    pub tp: u32,
+    /// Stage index -> pipeline rank mapping style of the sharded stages: `loop` or `v`.
+    pub mapping: Mapping,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mapping {
+    Loop,
+    V,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionIr {
+    pub name: String,
+    pub layout: crate::algebra::Layout,
+    pub skeleton: String,
+    pub trainable: bool,
+    /// Whether backward events exist for this region (it or something upstream is trainable).
+    pub backward: bool,
+    pub layers: [u64; 2],
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageIr {
+    pub id: u32,
+    pub region: String,
+    /// `"all"` for a replicated region's stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    pub layers: [u64; 2],
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankCoord {
+    pub global: u32,
+    pub dp: u32,
+    pub pp: u32,
+    pub tp: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankIr {
+    pub rank: u32,
+    pub instructions: Vec<Instr>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Forward,
+    Backward,
+    BackwardInput,
+    BackwardWeight,
+    Send,
+    Recv,
+    AllReduce,
+    OptimizerStep,
+}
+
+impl Op {
+    pub fn is_compute(self) -> bool {
+        matches!(self, Op::Forward | Op::Backward | Op::BackwardInput | Op::BackwardWeight)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Forward => "forward",
+            Op::Backward => "backward",
+            Op::BackwardInput => "backward_input",
+            Op::BackwardWeight => "backward_weight",
+            Op::Send => "send",
+            Op::Recv => "recv",
+            Op::AllReduce => "all_reduce",
+            Op::OptimizerStep => "optimizer_step",
+        }
+    }
+}
+
+/// What a send or receive carries: activations forward, gradients backward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    Act,
+    Grad,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Group {
+    /// The replicas of a replicated region: every pipeline rank.
+    Pp,
+    Dp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Instr {
+    pub op: Op,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mb: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<Dir>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<Group>,
+    /// For `all_reduce`: the region whose gradients are reduced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Half of an overlapped forward/backward pair (DualPipeV): the forward comes first.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub overlap: bool,
+}
+
+impl Instr {
+    pub fn compute(op: Op, stage: u32, mb: u32) -> Instr {
+        Instr { op, stage: Some(stage), mb: Some(mb), peer: None, dir: None, group: None, region: None, overlap: false }
+    }
+
+    pub fn comm(op: Op, dir: Dir, stage: u32, mb: u32, peer: u32) -> Instr {
+        Instr {
+            op,
+            stage: Some(stage),
+            mb: Some(mb),
+            peer: Some(peer),
+            dir: Some(dir),
+            group: None,
+            region: None,
+            overlap: false,
+        }
+    }
+
+    pub fn all_reduce(group: Group, region: &str) -> Instr {
+        Instr {
+            op: Op::AllReduce,
+            stage: None,
+            mb: None,
+            peer: None,
+            dir: None,
+            group: Some(group),
+            region: Some(region.to_string()),
+            overlap: false,
+        }
+    }
+
+    pub fn optimizer_step() -> Instr {
+        Instr {
+            op: Op::OptimizerStep,
+            stage: None,
+            mb: None,
+            peer: None,
+            dir: None,
+            group: None,
+            region: None,
+            overlap: false,
+        }
+    }
+}
+
+impl PlanIr {
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("the IR serialises");
+        s.push('\n');
+        s
+    }
+
+    pub fn stage(&self, id: u32) -> &StageIr {
+        &self.stages[id as usize]
+    }
+
+    /// Whether every region is sharded: then torch's schedule CSV can express the plan.
+    pub fn all_sharded(&self) -> bool {
+        self.regions.iter().all(|r| r.layout == crate::algebra::Layout::Sharded)
+    }
+}
