@@ -432,7 +432,7 @@ impl Error {
                 .primary(*second, "replicated, right after a replicated region")
                 .secondary(*first, "replicated too")
                 .note("adjacent replicated regions are one region written twice (normal form)")
-                .help(format!("merge them: `{merged}`"))
+                .help(format!("merge them, `{merged}`, and give the merged region one `transpose`"))
                 .fix(*cut, merged.clone()),
             ReplicatedWithoutSharded { span } => d(Code::E0313, "no sharded region to hand the replicated region's output to")
                 .primary(*span, "every region of this schedule is replicated")

@@ -5,6 +5,13 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `mpipec check … | head` should stop quietly when the pipe closes, as Unix tools do,
+    // rather than fail writing to it.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     std::panic::set_hook(Box::new(|info| {
         eprintln!(
             "error: internal compiler error: mpipec {} crashed: {info}\n\

@@ -77,7 +77,9 @@ fn apply_one(program: &mut Program, key: &str, value: &str) -> Result<(), Error>
             let attr = body.entries.into_iter().next().expect("one attribute");
             let model = model_of(root, key)?;
             let Some(Entry::Field(field)) = model.body.entries.iter_mut().find(|e| e.key().name == *part) else {
-                return Err(Error::BadOverride { span: Span::new(file, 0, 0), key: key.to_string() });
+                // Point at the part's name inside the override's text.
+                let at = text.find(&format!("{{ {part} =")).map_or(0, |i| i + 2);
+                return Err(Error::BadOverride { span: Span::new(file, at, at + part.len()), key: key.to_string() });
             };
             if let ValueKind::Name(base) = &field.value.kind {
                 let base = base.clone();

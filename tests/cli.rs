@@ -196,3 +196,94 @@ fn imports_cannot_leave_the_project_unless_allowed() {
     let o = mpipec(&["--allow-outside", "check", "tests/ui/imports/outside_root.mpipe"]);
     assert!(!stderr(&o).contains("E0107") && stderr(&o).contains("error[E0102]"), "{}", stderr(&o));
 }
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpipec-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn build_writes_plan_files_deterministically() {
+    let dir = temp_dir("build");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for out in [&a, &b] {
+        let o = mpipec(&["build", "examples/llm_1f1b.mpipe", "-o", out.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    for file in ["plan.json", "plan.txt", "schedule.csv", ".mpipec-manifest"] {
+        let (x, y) = (std::fs::read(a.join(file)).unwrap(), std::fs::read(b.join(file)).unwrap());
+        assert_eq!(x, y, "{file} differs between two builds");
+    }
+    let o = mpipec(&["build", "examples/paper_small.mpipe", "-o", a.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "rebuilding over mpipec's own output is fine: {}", stderr(&o));
+    assert!(
+        !a.join("schedule.csv").exists(),
+        "a plan with a replicated region has no schedule.csv, and the old one is gone"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn build_never_replaces_files_it_did_not_write() {
+    let dir = temp_dir("foreign");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = mpipec(&["build", "examples/llm_1f1b.mpipe", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("refusing to write into"), "{}", stderr(&o));
+    assert!(!out.join("plan.json").exists());
+    let o = mpipec(&["build", "examples/llm_1f1b.mpipe", "-o", out.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine", "--force keeps foreign files");
+    assert!(out.join("plan.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn build_with_errors_writes_nothing() {
+    let dir = temp_dir("errors");
+    let out = dir.join("out");
+    let o = mpipec(&["build", "tests/ui/algebra/arity.mpipe", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("error[E0305]"));
+    assert!(!out.exists());
+    let o = mpipec(&["build", "examples/llm_1f1b.mpipe", "-o", out.to_str().unwrap(), "--set", "cluster.pp=3"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("error[E0308]") && stderr(&o).contains("--set cluster.pp=3"), "{}", stderr(&o));
+    assert!(!out.exists());
+    let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(entries.is_empty(), "no staging directory is left behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn build_with_overrides() {
+    let dir = temp_dir("set");
+    let out = dir.join("out");
+    let o = mpipec(&[
+        "build",
+        "examples/llm_1f1b.mpipe",
+        "-o",
+        out.to_str().unwrap(),
+        "--set",
+        "cluster.pp=8",
+        "--set",
+        "cluster.dp=1",
+        "--set",
+        "schedule=interleaved(2)",
+        "--set",
+        "batch.microbatches=16",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["pipeline"]["ranks"], 8);
+    assert_eq!(plan["pipeline"]["microbatches"], 16);
+    assert_eq!(plan["regions"][0]["skeleton"], "interleaved(2)");
+    let o = mpipec(&["check", "examples/llm_1f1b.mpipe", "--set", "nonsense"]);
+    assert_eq!(o.status.code(), Some(2), "a malformed --set is a usage error");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -62,6 +62,15 @@ fn example_bytes(b: &Block) -> Vec<u8> {
     bytes
 }
 
+/// `// set: KEY=VALUE` lines stand for `--set` flags, as in tests/ui.
+fn overrides(bytes: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| l.strip_prefix("// set: "))
+        .filter_map(|kv| mpipe::overrides::split(kv).map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
 #[test]
 fn every_code_explains_itself_with_examples_that_work() {
     for code in Code::ALL {
@@ -85,7 +94,9 @@ fn every_code_explains_itself_with_examples_that_work() {
             .filter(|b| b.tags.first().is_some_and(|t| t == "mpipe") && b.tags.iter().any(|t| t == name))
             .collect();
         assert_eq!(erroneous.len(), 1, "{name}: exactly one ```mpipe,{name} block");
-        let checked = mpipe::check("example.mpipe", "example.mpipe", example_bytes(erroneous[0]), &loader);
+        let bytes = example_bytes(erroneous[0]);
+        let set = overrides(&bytes);
+        let checked = mpipe::check_with("example.mpipe", "example.mpipe", bytes, &loader, &set);
         let codes: Vec<Code> = checked.diagnostics.iter().map(|d| d.code).collect();
         assert!(codes.contains(code), "{name}: the erroneous example gives {codes:?}");
         let fixed: Vec<&Block> = blocks.iter().filter(|b| b.tags.iter().any(|t| t == "fixed")).collect();

@@ -295,6 +295,9 @@ impl Ctx<'_> {
     /// Resolves a name that must stand for a definition of one of `kinds`.
     pub fn reference(&mut self, module: usize, name: &ast::Ident, kinds: &[DefKind]) -> Option<DefId> {
         let Some(binding) = self.program.lookup(module, &name.name) else {
+            if self.program.modules[module].unresolved.contains(&name.name) {
+                return None;
+            }
             let scope = &self.program.modules[module].scope;
             let candidates = scope
                 .iter()

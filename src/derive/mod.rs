@@ -30,7 +30,8 @@ pub struct Derived {
 
 pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
     let placement = placement::place(plan, costs);
-    let mut g = OrderGraph::new(placement.body.shape.ranks);
+    let mut g =
+        OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
     body(&mut g, &placement);
     let transposed = placement.encoder.map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs));
     reductions(&mut g, plan, &placement);

@@ -4,7 +4,7 @@
 //! turns every data edge that crosses ranks into a send after its producer and a receive
 //! before its consumer.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -32,29 +32,45 @@ pub struct OrderGraph {
     pub graph: DiGraph<Event, Dep>,
     /// Each rank's events in execution order.
     pub chains: Vec<Vec<NodeIndex>>,
-    /// Compute events by (op, stage, microbatch).
-    index: HashMap<(Op, u32, u32), NodeIndex>,
+    /// Compute events by (op, stage, microbatch), densely: `slot` gives the position.
+    index: Vec<Option<NodeIndex>>,
+    microbatches: u32,
     /// Where a cross-rank transfer is placed when not right at its producer and consumer.
     send_after: HashMap<NodeIndex, NodeIndex>,
     recv_before: HashMap<NodeIndex, NodeIndex>,
 }
 
 impl OrderGraph {
-    pub fn new(ranks: u32) -> OrderGraph {
-        OrderGraph { chains: vec![Vec::new(); ranks as usize], ..OrderGraph::default() }
+    pub fn new(ranks: u32, stages: u32, microbatches: u32) -> OrderGraph {
+        OrderGraph {
+            chains: vec![Vec::new(); ranks as usize],
+            index: vec![None; 4 * (stages * microbatches) as usize],
+            microbatches,
+            ..OrderGraph::default()
+        }
+    }
+
+    fn slot(&self, op: Op, stage: u32, mb: u32) -> usize {
+        let kind = match op {
+            Op::Forward => 0,
+            Op::Backward => 1,
+            Op::BackwardInput => 2,
+            _ => 3,
+        };
+        ((stage * self.microbatches + mb) * 4 + kind) as usize
     }
 
     pub fn node(&mut self, instr: Instr, rank: Option<u32>) -> NodeIndex {
-        let key = instr.op.is_compute().then(|| (instr.op, instr.stage.unwrap_or(0), instr.mb.unwrap_or(0)));
+        let slot = instr.op.is_compute().then(|| self.slot(instr.op, instr.stage.unwrap_or(0), instr.mb.unwrap_or(0)));
         let node = self.graph.add_node(Event { instr, rank });
-        if let Some(key) = key {
-            self.index.insert(key, node);
+        if let Some(slot) = slot {
+            self.index[slot] = Some(node);
         }
         node
     }
 
     pub fn find(&self, op: Op, stage: u32, mb: u32) -> Option<NodeIndex> {
-        self.index.get(&(op, stage, mb)).copied()
+        self.index.get(self.slot(op, stage, mb)).copied().flatten()
     }
 
     /// Like [`OrderGraph::find`], for an event the caller knows exists.
@@ -99,54 +115,53 @@ impl OrderGraph {
 
     fn lower_rank(&self, rank: u32) -> Vec<Instr> {
         let chain = &self.chains[rank as usize];
-        let mut before: HashMap<NodeIndex, Vec<Instr>> = HashMap::new();
-        let mut after: HashMap<NodeIndex, Vec<Instr>> = HashMap::new();
+        // Transfers to print before / after each chain position; anchors are found by position.
+        let mut before: Vec<Vec<Instr>> = vec![Vec::new(); chain.len()];
+        let mut after: Vec<Vec<Instr>> = vec![Vec::new(); chain.len()];
+        let anchored = !self.send_after.is_empty() || !self.recv_before.is_empty();
+        let position: HashMap<NodeIndex, usize> =
+            if anchored { chain.iter().enumerate().map(|(i, n)| (*n, i)).collect() } else { HashMap::default() };
+        let anchor = |anchors: &HashMap<NodeIndex, NodeIndex>, node: NodeIndex, default: usize| {
+            anchors.get(&node).and_then(|a| position.get(a)).copied().unwrap_or(default)
+        };
         for (i, &node) in chain.iter().enumerate() {
             // An overlapped pair is one slot: its transfers go around both halves.
-            let overlapped = |j: usize| chain.get(j).is_some_and(|n| self.graph[*n].instr.overlap);
-            let group_start = if overlapped(i) && i > 0 && overlapped(i - 1) && self.pair_starts(chain, i - 1) {
-                chain[i - 1]
-            } else {
-                node
-            };
-            let group_end = if overlapped(i) && self.pair_starts(chain, i) { chain[i + 1] } else { node };
+            let opens = |j: usize| self.pair_starts(chain, j);
+            let group_start = if i > 0 && opens(i - 1) { i - 1 } else { i };
+            let group_end = if opens(i) { i + 1 } else { i };
+            let me = &self.graph[node].instr;
             let mut inputs: Vec<(u32, Instr)> = Vec::new();
             for edge in self.graph.edges_directed(node, Direction::Incoming) {
                 let Dep::Data(dir) = *edge.weight() else { continue };
                 let from = self.rank_of(edge.source(), rank);
                 if from != rank {
                     let producer = &self.graph[edge.source()].instr;
-                    inputs.push((
-                        from,
-                        Instr::comm(Op::Recv, dir, producer.stage.unwrap_or(0), producer.mb.unwrap_or(0), from),
-                    ));
+                    let (stage, mb) = (producer.stage.unwrap_or(0), producer.mb.unwrap_or(0));
+                    inputs.push((from, Instr::comm(Op::Recv, dir, stage, mb, from)));
                 }
             }
-            inputs.sort_by_key(|(from, i)| (i.stage, i.mb, *from));
-            let anchor = self.recv_before.get(&node).copied().unwrap_or(group_start);
-            before.entry(anchor).or_default().extend(inputs.into_iter().map(|(_, i)| i));
+            if !inputs.is_empty() {
+                inputs.sort_by_key(|(from, i)| (i.stage, i.mb, *from));
+                before[anchor(&self.recv_before, node, group_start)].extend(inputs.into_iter().map(|(_, i)| i));
+            }
             let mut outputs: Vec<(u32, Instr)> = Vec::new();
             for edge in self.graph.edges_directed(node, Direction::Outgoing) {
                 let Dep::Data(dir) = *edge.weight() else { continue };
                 let to = self.rank_of(edge.target(), rank);
                 if to != rank {
-                    let me = &self.graph[node].instr;
                     outputs.push((to, Instr::comm(Op::Send, dir, me.stage.unwrap_or(0), me.mb.unwrap_or(0), to)));
                 }
             }
-            outputs.sort_by_key(|(to, _)| *to);
-            let anchor = self.send_after.get(&node).copied().unwrap_or(group_end);
-            after.entry(anchor).or_default().extend(outputs.into_iter().map(|(_, i)| i));
+            if !outputs.is_empty() {
+                outputs.sort_by_key(|(to, _)| *to);
+                after[anchor(&self.send_after, node, group_end)].extend(outputs.into_iter().map(|(_, i)| i));
+            }
         }
         let mut out = Vec::with_capacity(chain.len() * 2);
-        for node in chain {
-            if let Some(recvs) = before.remove(node) {
-                out.extend(recvs);
-            }
+        for (i, node) in chain.iter().enumerate() {
+            out.append(&mut before[i]);
             out.push(self.graph[*node].instr.clone());
-            if let Some(sends) = after.remove(node) {
-                out.extend(sends);
-            }
+            out.append(&mut after[i]);
         }
         out
     }

@@ -2,7 +2,6 @@
 //! contract (IR.md): add freely, rename none without bumping `version`.
 
 pub mod csv;
-pub mod graph;
 pub mod text;
 pub mod validate;
 

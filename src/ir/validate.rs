@@ -3,9 +3,9 @@
 //! per microbatch on the rank that holds the stage; every input is there before it is used
 //! (activation before forward, forward and output gradient before backward, input gradient
 //! before weight gradient, encoder features before the first body forward); every send has
-//! exactly one receive; and the lists run to the end under blocking receives.
+//! exactly one receive; and the lists run to the end under blocking receives (sim::execute).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap as HashMap;
 
 use super::{Dir, Instr, Op, PlanIr};
 
@@ -20,8 +20,11 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
     if ir.ranks.len() != p as usize || ir.ranks.iter().enumerate().any(|(i, r)| r.rank != i as u32) {
         return Err(vec![format!("the plan has {} rank lists for {p} pipeline ranks", ir.ranks.len())]);
     }
-    let region_of = |s: u32| ir.regions.iter().find(|r| r.name == ir.stage(s).region);
-    let backward_of = |s: u32| region_of(s).is_some_and(|r| r.backward);
+    let backward: Vec<bool> = ir
+        .stages
+        .iter()
+        .map(|st| ir.regions.iter().find(|r| r.name == st.region).is_some_and(|r| r.backward))
+        .collect();
     let holds = |rank: u32, s: u32, mb: u32| {
         let stage = ir.stage(s);
         match stage.rank {
@@ -30,25 +33,43 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
         }
     };
     let stages = ir.stages.len() as u32;
-    let mut counts: HashMap<(u32, u32, Op), usize> = HashMap::new();
+    // Flags per (stage, microbatch): which compute ops ran, which tensors arrived. Flat
+    // vectors rather than sets: the validator runs on every build, over every instruction.
+    let slot = |s: u32, mb: u32| (s * m + mb) as usize;
+    let cells = (stages * m) as usize;
+    let mut counts = vec![[0u32; 4]; cells];
+    let mut done = vec![0u8; cells];
+    let mut got = vec![0u8; cells];
+    const FORWARD: u8 = 1;
+    const BACKWARD: u8 = 2;
+    const INPUT: u8 = 4;
+    const WEIGHT: u8 = 8;
+    let bit = |op: Op| match op {
+        Op::Forward => FORWARD,
+        Op::Backward => BACKWARD,
+        Op::BackwardInput => INPUT,
+        _ => WEIGHT,
+    };
+    let arrived = |dir: Dir| if dir == Dir::Act { FORWARD } else { BACKWARD };
     for r in &ir.ranks {
-        // What this rank has done or received so far, in list order.
-        let mut done: HashSet<(Op, u32, u32)> = HashSet::new();
-        let mut got: HashSet<(Dir, u32, u32)> = HashSet::new();
+        done.iter_mut().for_each(|d| *d = 0);
+        got.iter_mut().for_each(|g| *g = 0);
         for (index, i) in r.instructions.iter().enumerate() {
             let here = || at(r.rank, index, i);
             if !i.op.is_compute() {
-                match (i.op, i.dir, i.stage, i.mb) {
-                    (Op::Recv, Some(dir), Some(s), Some(mb)) => {
-                        got.insert((dir, s, mb));
+                let (Some(dir), Some(s), Some(mb)) = (i.dir, i.stage, i.mb) else { continue };
+                if s >= stages || mb >= m {
+                    problems.push(format!("{}: no such stage or microbatch", here()));
+                    continue;
+                }
+                let d = done[slot(s, mb)];
+                match (i.op, dir) {
+                    (Op::Recv, dir) => got[slot(s, mb)] |= arrived(dir),
+                    (Op::Send, Dir::Act) if d & FORWARD == 0 => {
+                        problems.push(format!("{}: sends an activation before computing it", here()))
                     }
-                    (Op::Send, Some(Dir::Act), Some(s), Some(mb)) if !done.contains(&(Op::Forward, s, mb)) => {
-                        problems.push(format!("{}: sends an activation before computing it", here()));
-                    }
-                    (Op::Send, Some(Dir::Grad), Some(s), Some(mb))
-                        if !done.contains(&(Op::Backward, s, mb)) && !done.contains(&(Op::BackwardInput, s, mb)) =>
-                    {
-                        problems.push(format!("{}: sends a gradient before computing it", here()));
+                    (Op::Send, Dir::Grad) if d & (BACKWARD | INPUT) == 0 => {
+                        problems.push(format!("{}: sends a gradient before computing it", here()))
                     }
                     _ => {}
                 }
@@ -65,18 +86,14 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
             if !holds(r.rank, s, mb) {
                 problems.push(format!("{}: this rank does not hold stage {s} for microbatch {mb}", here()));
             }
-            *counts.entry((s, mb, i.op)).or_insert(0) += 1;
-            let input_ready = |done: &HashSet<(Op, u32, u32)>, got: &HashSet<(Dir, u32, u32)>, dir: Dir, from: u32| {
-                let local = if dir == Dir::Act {
-                    done.contains(&(Op::Forward, from, mb))
-                } else {
-                    done.contains(&(Op::Backward, from, mb)) || done.contains(&(Op::BackwardInput, from, mb))
-                };
-                local || got.contains(&(dir, from, mb))
+            counts[slot(s, mb)][bit(i.op).trailing_zeros() as usize] += 1;
+            let ready = |dir: Dir, from: u32| {
+                let local = if dir == Dir::Act { FORWARD } else { BACKWARD | INPUT };
+                done[slot(from, mb)] & local != 0 || got[slot(from, mb)] & arrived(dir) != 0
             };
             match i.op {
                 Op::Forward => {
-                    if s > 0 && !input_ready(&done, &got, Dir::Act, s - 1) {
+                    if s > 0 && !ready(Dir::Act, s - 1) {
                         problems.push(format!(
                             "{}: runs before its input (stage {} microbatch {mb}) is here",
                             here(),
@@ -85,10 +102,10 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                     }
                 }
                 Op::Backward | Op::BackwardInput => {
-                    if !done.contains(&(Op::Forward, s, mb)) {
+                    if done[slot(s, mb)] & FORWARD == 0 {
                         problems.push(format!("{}: runs before the forward of stage {s} microbatch {mb}", here()));
                     }
-                    if s + 1 < stages && backward_of(s + 1) && !input_ready(&done, &got, Dir::Grad, s + 1) {
+                    if s + 1 < stages && backward[(s + 1) as usize] && !ready(Dir::Grad, s + 1) {
                         problems.push(format!(
                             "{}: runs before its output gradient (stage {} microbatch {mb}) is here",
                             here(),
@@ -97,42 +114,96 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                     }
                 }
                 Op::BackwardWeight => {
-                    if !done.contains(&(Op::BackwardInput, s, mb)) {
+                    if done[slot(s, mb)] & INPUT == 0 {
                         problems
                             .push(format!("{}: runs before the backward-input of stage {s} microbatch {mb}", here()));
                     }
                 }
                 _ => unreachable!("compute ops only"),
             }
-            done.insert((i.op, s, mb));
+            done[slot(s, mb)] |= bit(i.op);
         }
     }
     for s in 0..stages {
         for mb in 0..m {
-            let n = |op| counts.get(&(s, mb, op)).copied().unwrap_or(0);
-            if n(Op::Forward) != 1 {
-                problems.push(format!("stage {s} microbatch {mb}: {} forwards, expected 1", n(Op::Forward)));
+            let [f, b, bi, bw] = counts[slot(s, mb)];
+            if f != 1 {
+                problems.push(format!("stage {s} microbatch {mb}: {f} forwards, expected 1"));
             }
-            let (b, bi, bw) = (n(Op::Backward), n(Op::BackwardInput), n(Op::BackwardWeight));
-            let expected = usize::from(backward_of(s));
+            let expected = u32::from(backward[s as usize]);
             if bi != bw || b + bi != expected {
                 problems.push(format!("stage {s} microbatch {mb}: backward {b}, backward_input {bi}, backward_weight {bw}; expected {expected} backward in all"));
             }
         }
     }
-    match super::graph::build(ir) {
-        Err(mut more) => problems.append(&mut more),
-        Ok(g) => {
-            if let Err(node) = petgraph::algo::toposort(&g.graph, None) {
-                let blocked = match g.graph[node.node_id()] {
-                    super::graph::Node::Instr { rank, index } => {
-                        at(rank, index, &ir.ranks[rank as usize].instructions[index])
-                    }
-                    super::graph::Node::Sync => "a collective".to_string(),
-                };
-                problems.push(format!("deadlock: the ranks wait on each other in a cycle through {blocked}"));
+    pair_transfers(ir, &mut problems);
+    if problems.is_empty()
+        && let Err(deadlock) = crate::sim::execute::execute(ir, &crate::sim::execute::Instant)
+    {
+        let waits: Vec<String> =
+            deadlock.blocked.iter().take(4).map(|&(r, k)| at(r, k, &ir.ranks[r as usize].instructions[k])).collect();
+        problems.push(format!("deadlock: under blocking receives the ranks stop waiting at {}", waits.join("; ")));
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+/// Every send has exactly one receive of the same tensor and back; pipeline-group
+/// collectives run the same number of times on every rank.
+fn pair_transfers(ir: &PlanIr, problems: &mut Vec<String>) {
+    type Key = (u32, u32, Dir, u32, u32);
+    let mut sends: HashMap<Key, (u32, usize)> = HashMap::default();
+    let mut recvs: HashMap<Key, (u32, usize)> = HashMap::default();
+    let mut collectives = vec![0usize; ir.ranks.len()];
+    for r in &ir.ranks {
+        for (index, i) in r.instructions.iter().enumerate() {
+            if i.op == Op::AllReduce && i.group == Some(super::Group::Pp) {
+                collectives[r.rank as usize] += 1;
+            }
+            if !matches!(i.op, Op::Send | Op::Recv) {
+                continue;
+            }
+            let (Some(peer), Some(dir), Some(stage), Some(mb)) = (i.peer, i.dir, i.stage, i.mb) else {
+                problems.push(format!("{}: a transfer needs peer, dir, stage and mb", at(r.rank, index, i)));
+                continue;
+            };
+            if peer == r.rank || peer >= ir.pipeline.ranks {
+                problems.push(format!("{}: invalid peer {peer}", at(r.rank, index, i)));
+                continue;
+            }
+            let (key, table) = if i.op == Op::Send {
+                ((r.rank, peer, dir, stage, mb), &mut sends)
+            } else {
+                ((peer, r.rank, dir, stage, mb), &mut recvs)
+            };
+            if let Some((other_rank, other)) = table.insert(key, (r.rank, index)) {
+                problems.push(format!(
+                    "{}: the same transfer appears again (first at rank {other_rank}, instruction {other})",
+                    at(r.rank, index, i)
+                ));
             }
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems) }
+    let mut unmatched: Vec<(Key, (u32, usize), bool)> = Vec::new();
+    for (k, v) in &sends {
+        if !recvs.contains_key(k) {
+            unmatched.push((*k, *v, true));
+        }
+    }
+    for (k, v) in &recvs {
+        if !sends.contains_key(k) {
+            unmatched.push((*k, *v, false));
+        }
+    }
+    unmatched.sort_by_key(|(_, (r, i), _)| (*r, *i));
+    for (key, (rank, index), is_send) in unmatched {
+        let i = &ir.ranks[rank as usize].instructions[index];
+        if is_send {
+            problems.push(format!("{}: no rank {} receives it", at(rank, index, i), key.1));
+        } else {
+            problems.push(format!("{}: rank {} never sends it", at(rank, index, i), key.0));
+        }
+    }
+    if collectives.iter().any(|c| *c != collectives[0]) {
+        problems.push(format!("the ranks run different numbers of pipeline-group all-reduces: {collectives:?}"));
+    }
 }

@@ -28,6 +28,9 @@ pub struct ModuleInfo {
     pub ast: Option<ast::Module>,
     /// Name -> definition, for every name visible in this module (own and imported).
     pub scope: BTreeMap<String, Binding>,
+    /// Names a `use` of this module lists but could not bind (its error is reported there),
+    /// so their uses are not reported again as unknown names.
+    pub unresolved: std::collections::BTreeSet<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -92,7 +95,13 @@ impl State<'_> {
         };
         let file = self.program.sources.add(display, text);
         let index = self.program.modules.len();
-        self.program.modules.push(ModuleInfo { file, key: key.clone(), ast: None, scope: BTreeMap::new() });
+        self.program.modules.push(ModuleInfo {
+            file,
+            key: key.clone(),
+            ast: None,
+            scope: BTreeMap::new(),
+            unresolved: Default::default(),
+        });
         if let Some(offset) = bad_utf8 {
             // The lossy text holds U+FFFD, three bytes, where the bad byte was.
             self.errors.push(Error::NotUtf8 { span: Span::new(file, offset, offset + '\u{FFFD}'.len_utf8()) });
@@ -205,19 +214,23 @@ impl State<'_> {
             for item in &ast.items {
                 let Item::Use(u) = item else { continue };
                 let Some(target) = self.target_of(m, u) else {
+                    self.program.modules[m].unresolved.extend(u.items.iter().map(|i| i.name.clone()));
                     continue;
                 };
                 for name in &u.items {
-                    self.bind_import(m, target, name);
+                    if !self.bind_import(m, target, name) {
+                        self.program.modules[m].unresolved.insert(name.name.clone());
+                    }
                 }
             }
         }
     }
 
-    fn bind_import(&mut self, m: usize, target: usize, name: &ast::Ident) {
+    /// Binds one imported name; false when it could not be.
+    fn bind_import(&mut self, m: usize, target: usize, name: &ast::Ident) -> bool {
         let target_info = &self.program.modules[target];
         if target_info.ast.is_none() {
-            return;
+            return false;
         }
         let own = |b: &&Binding| b.import.is_none();
         let Some(binding) = target_info.scope.get(&name.name).filter(own) else {
@@ -226,7 +239,7 @@ impl State<'_> {
             let candidates = target_info.scope.iter().filter(|(_, b)| b.import.is_none()).map(|(n, _)| n.as_str());
             let suggestion = did_you_mean(&name.name, candidates);
             self.errors.push(Error::ItemNotInModule { span: name.span, item: name.name.clone(), module, suggestion });
-            return;
+            return false;
         };
         let def = binding.def;
         if let Some(prev) = self.program.modules[m].scope.get(&name.name) {
@@ -234,9 +247,10 @@ impl State<'_> {
                 let first = prev.import.unwrap_or_else(|| self.program.definition(prev.def).name.span);
                 self.errors.push(Error::DuplicateDefinition { span: name.span, name: name.name.clone(), first });
             }
-            return;
+            return true;
         }
         self.program.modules[m].scope.insert(name.name.clone(), Binding { def, import: Some(name.span) });
+        true
     }
 
     /// The module a `use` in module `m` refers to, if it was loaded.

@@ -2,6 +2,8 @@
 //! predecessors have finished (plus any edge latency) and runs for its own duration; the
 //! makespan is the longest path. A cycle means the order cannot run: a deadlock.
 
+pub mod execute;
+
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 

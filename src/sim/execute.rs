@@ -1,0 +1,130 @@
+//! Running the per-rank lists as a runtime would: each rank in order, a receive blocking until
+//! its send has happened (and the data has crossed), a pipeline-group collective until every
+//! rank has reached it. With durations this is the simulator's timeline; with none it is the
+//! validator's deadlock check. Linear in the number of instructions.
+
+use rustc_hash::FxHashMap;
+
+use crate::ir::{Dir, Group, Instr, Op, PlanIr};
+
+/// Start and end of every instruction, by rank and index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeline {
+    pub start: Vec<Vec<f64>>,
+    pub end: Vec<Vec<f64>>,
+}
+
+impl Timeline {
+    pub fn makespan(&self) -> f64 {
+        self.end.iter().flatten().cloned().fold(0.0, f64::max)
+    }
+}
+
+/// Where the lists stop for good: each rank that could not finish, at the instruction it waits in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deadlock {
+    pub blocked: Vec<(u32, usize)>,
+}
+
+/// How long things take: a compute or local instruction on its rank, and a transfer's flight.
+pub trait Durations {
+    fn instruction(&self, rank: u32, instr: &Instr) -> f64;
+    fn transfer(&self, from: u32, to: u32, instr: &Instr) -> f64;
+}
+
+/// Every instruction instant: for the deadlock check.
+pub struct Instant;
+
+impl Durations for Instant {
+    fn instruction(&self, _: u32, _: &Instr) -> f64 {
+        0.0
+    }
+    fn transfer(&self, _: u32, _: u32, _: &Instr) -> f64 {
+        0.0
+    }
+}
+
+type Key = (u32, u32, Dir, u32, u32);
+
+fn key(rank: u32, i: &Instr) -> Option<Key> {
+    let (peer, dir, stage, mb) = (i.peer?, i.dir?, i.stage?, i.mb?);
+    match i.op {
+        Op::Send => Some((rank, peer, dir, stage, mb)),
+        Op::Recv => Some((peer, rank, dir, stage, mb)),
+        _ => None,
+    }
+}
+
+pub fn execute(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
+    let ranks = ir.ranks.len();
+    let mut start: Vec<Vec<f64>> = ir.ranks.iter().map(|r| vec![0.0; r.instructions.len()]).collect();
+    let mut end = start.clone();
+    let mut pc = vec![0usize; ranks];
+    let mut clock = vec![0.0f64; ranks];
+    // Arrival time of every sent tensor at its receiver, and who waits for which.
+    let mut arrived: FxHashMap<Key, f64> = FxHashMap::default();
+    let mut waiting: FxHashMap<Key, usize> = FxHashMap::default();
+    // The k-th pipeline-group collective: ranks arrived so far and their latest clock.
+    let mut collective: Vec<(usize, f64)> = Vec::new();
+    let mut collectives_done = vec![0usize; ranks];
+    let mut at_collective: Vec<Option<usize>> = vec![None; ranks];
+    let mut ready: Vec<usize> = (0..ranks).rev().collect();
+    while let Some(r) = ready.pop() {
+        let list = &ir.ranks[r].instructions;
+        while pc[r] < list.len() {
+            let i = &list[pc[r]];
+            let rank = r as u32;
+            match i.op {
+                Op::Recv => {
+                    let Some(k) = key(rank, i) else { break };
+                    let Some(&t) = arrived.get(&k) else {
+                        waiting.insert(k, r);
+                        break;
+                    };
+                    start[r][pc[r]] = clock[r];
+                    clock[r] = clock[r].max(t);
+                }
+                Op::Send => {
+                    start[r][pc[r]] = clock[r];
+                    clock[r] += durations.instruction(rank, i);
+                    if let Some(k) = key(rank, i) {
+                        arrived.insert(k, clock[r] + durations.transfer(rank, k.1, i));
+                        if let Some(w) = waiting.remove(&k) {
+                            ready.push(w);
+                        }
+                    }
+                }
+                Op::AllReduce if i.group == Some(Group::Pp) => {
+                    let k = collectives_done[r];
+                    if at_collective[r] != Some(k) {
+                        at_collective[r] = Some(k);
+                        if collective.len() <= k {
+                            collective.resize(k + 1, (0, 0.0));
+                        }
+                        collective[k].0 += 1;
+                        collective[k].1 = collective[k].1.max(clock[r]);
+                        if collective[k].0 == ranks {
+                            // The last to arrive releases the others.
+                            ready.extend((0..ranks).filter(|&o| o != r));
+                        }
+                    }
+                    if collective[k].0 < ranks {
+                        break;
+                    }
+                    start[r][pc[r]] = collective[k].1;
+                    clock[r] = collective[k].1 + durations.instruction(rank, i);
+                    collectives_done[r] += 1;
+                }
+                _ => {
+                    start[r][pc[r]] = clock[r];
+                    clock[r] += durations.instruction(rank, i);
+                }
+            }
+            end[r][pc[r]] = clock[r];
+            pc[r] += 1;
+        }
+    }
+    let blocked: Vec<(u32, usize)> =
+        (0..ranks).filter(|&r| pc[r] < ir.ranks[r].instructions.len()).map(|r| (r as u32, pc[r])).collect();
+    if blocked.is_empty() { Ok(Timeline { start, end }) } else { Err(Deadlock { blocked }) }
+}

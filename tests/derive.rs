@@ -1,0 +1,319 @@
+//! derive and the IR: snapshots of plan.txt for every example and for small plans of every
+//! skeleton, properties over random plans, the validator against broken plans, the
+//! backward-footprint lemma, and determinism.
+
+mod common;
+
+use mpipe::ir::{Dir, Op, PlanIr};
+use mpipe::resolve::loader::MemoryLoader;
+use proptest::prelude::*;
+
+/// A small plan: an optional 4-layer encoder, a decoder with enough layers for every stage.
+fn plan_text(ranks: u32, microbatches: u32, schedule: &str, encoder: Option<bool>, owner: Option<&str>) -> String {
+    let layers = ranks * 4;
+    let mut t = String::from("use std::hardware::h100_sxm;\n\n");
+    t.push_str(
+        "encoder vit {\n    layers = 4;\n    hidden = 64;\n    ffn = 256;\n    heads = 4;\n    patch = 14;\n}\n\n",
+    );
+    t.push_str(&format!("decoder lm {{\n    layers = {layers};\n    hidden = 64;\n    ffn = 256;\n    heads = 4;\n    vocab = 1000;\n}}\n\n"));
+    match encoder {
+        Some(frozen) => {
+            t.push_str(&format!("model m {{\n    enc = vit {{ frozen = {frozen}; }}\n    llm = lm;\n}}\n\n"))
+        }
+        None => t.push_str("model m {\n    llm = lm;\n}\n\n"),
+    }
+    t.push_str(&format!("cluster {{\n    hardware = h100_sxm;\n    devices = {ranks};\n    pp = {ranks};\n}}\n\n"));
+    let tokens = if encoder.is_some() { "    image_tokens = 256;\n" } else { "" };
+    t.push_str(&format!("batch {{\n    microbatches = {microbatches};\n    seq_len = 128;\n{tokens}}}\n\n"));
+    t.push_str(if encoder.is_some() { "cut enc | llm;\n" } else { "cut llm;\n" });
+    t.push_str(&format!("schedule {schedule};\n"));
+    if let Some(o) = owner {
+        t.push_str(&format!("owner {o};\n"));
+    }
+    t
+}
+
+fn derive_text(text: &str) -> PlanIr {
+    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
+    let plan = checked
+        .plan
+        .unwrap_or_else(|| panic!("{text}\n{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()));
+    mpipe::build::derive_checked(&plan).unwrap_or_else(|e| panic!("{:?}\n{}", e.problems, e.dump)).ir
+}
+
+fn derive_file(path: &std::path::Path) -> PlanIr {
+    let root = common::root();
+    let loader = {
+        let mut l = MemoryLoader::new();
+        for f in common::files_under(&root.join("examples"), "mpipe") {
+            let key = f.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            l.insert(&key, &std::fs::read_to_string(&f).unwrap());
+        }
+        l
+    };
+    let key = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+    let checked = mpipe::check(&key, &key, std::fs::read(path).unwrap(), &loader);
+    let plan = checked
+        .plan
+        .as_ref()
+        .unwrap_or_else(|| panic!("{key}: {:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()));
+    mpipe::build::derive_checked(plan).unwrap().ir
+}
+
+#[test]
+fn examples_lower_to_valid_ir() {
+    insta::glob!("..", "examples/*.mpipe", |path| {
+        let ir = derive_file(path);
+        insta::assert_snapshot!(mpipe::ir::text::render(&ir));
+    });
+}
+
+#[test]
+fn every_skeleton_in_small() {
+    let cases: &[(&str, u32, u32, &str, Option<bool>, Option<&str>)] = &[
+        ("gpipe", 3, 4, "gpipe", None, None),
+        ("1f1b", 3, 5, "1f1b", None, None),
+        ("1f1b_fewer_microbatches_than_ranks", 4, 2, "1f1b", None, None),
+        ("interleaved", 2, 4, "interleaved(2)", None, None),
+        ("interleaved_m_not_multiple_of_p", 4, 6, "interleaved(2)", None, None),
+        ("zb1p", 2, 4, "zb1p", None, None),
+        ("zbv", 2, 4, "zbv", None, None),
+        ("dualpipev", 2, 4, "dualpipev", None, None),
+        ("transpose_frozen", 3, 4, "transpose, 1f1b", Some(true), None),
+        ("transpose_trainable", 3, 4, "transpose, 1f1b", Some(false), None),
+        ("transpose_round_robin", 3, 4, "transpose, 1f1b", Some(false), Some("round_robin")),
+        ("transpose_explicit", 2, 3, "transpose, 1f1b", Some(false), Some("[1, 1, 0]")),
+        ("transpose_prefix_hyperparallel", 3, 4, "transpose(prefix), 1f1b", Some(false), Some("round_robin")),
+        ("transpose_interleaved", 2, 4, "transpose, interleaved(2)", Some(false), None),
+        ("transpose_zbv", 2, 4, "transpose, zbv", Some(false), None),
+    ];
+    for (name, p, m, schedule, encoder, owner) in cases {
+        let ir = derive_text(&plan_text(*p, *m, schedule, *encoder, *owner));
+        insta::assert_snapshot!(*name, mpipe::ir::text::render(&ir));
+    }
+}
+
+#[test]
+fn two_sharded_regions_run_as_one_interleaved_pipeline() {
+    let text = plan_text(2, 4, "1f1b, 1f1b", None, None).replace("cut llm;", "cut llm[0..4] | llm[4..8];");
+    let ir = derive_text(&text);
+    let compute: Vec<Vec<String>> = ir
+        .ranks
+        .iter()
+        .map(|r| r.instructions.iter().filter(|i| i.op.is_compute()).map(mpipe::ir::text::instr).collect())
+        .collect();
+    let interleaved = derive_text(&plan_text(2, 4, "interleaved(2)", None, None));
+    let expected: Vec<Vec<String>> = interleaved
+        .ranks
+        .iter()
+        .map(|r| r.instructions.iter().filter(|i| i.op.is_compute()).map(mpipe::ir::text::instr).collect())
+        .collect();
+    assert_eq!(compute, expected);
+    assert_eq!(ir.regions.len(), 2);
+}
+
+/// The forward part of a rank's list: forwards and the activation transfers.
+fn forward_part(ir: &PlanIr) -> Vec<Vec<String>> {
+    ir.ranks
+        .iter()
+        .map(|r| {
+            r.instructions
+                .iter()
+                .filter(|i| i.op == Op::Forward || (matches!(i.op, Op::Send | Op::Recv) && i.dir == Some(Dir::Act)))
+                .map(mpipe::ir::text::instr)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn backward_footprint_lemma_one_forward_schedule_for_frozen_and_trained() {
+    for (p, m, schedule) in [
+        (3, 6, "transpose, 1f1b"),
+        (2, 4, "transpose, zbv"),
+        (4, 8, "transpose, interleaved(2)"),
+        (3, 4, "transpose(prefix), 1f1b"),
+    ] {
+        let frozen = derive_text(&plan_text(p, m, schedule, Some(true), None));
+        let trained = derive_text(&plan_text(p, m, schedule, Some(false), None));
+        assert_eq!(forward_part(&frozen), forward_part(&trained), "{schedule} P={p} M={m}");
+        let enc_backwards = |ir: &PlanIr| {
+            ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op == Op::Backward && i.stage == Some(0)).count()
+        };
+        assert_eq!(enc_backwards(&frozen), 0, "a frozen encoder at the source has no backward at all");
+        assert_eq!(enc_backwards(&trained), m as usize, "a trained encoder has one backward per forward");
+        assert_eq!(frozen.owner, trained.owner);
+    }
+}
+
+#[test]
+fn derive_is_deterministic() {
+    for path in common::files_under(&common::root().join("examples"), "mpipe")
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains("/lib/"))
+    {
+        assert_eq!(derive_file(&path).to_json(), derive_file(&path).to_json(), "{}", path.display());
+    }
+}
+
+#[test]
+fn plan_json_round_trips_through_serde() {
+    let ir = derive_text(&plan_text(3, 4, "transpose, 1f1b", Some(false), None));
+    let json = ir.to_json();
+    let back: PlanIr = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, ir);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for field in ["format", "version", "source", "pipeline", "regions", "stages", "owner", "ranks"] {
+        assert!(value.get(field).is_some(), "plan.json lacks `{field}`");
+    }
+    assert_eq!(value["format"], "mpipe-ir");
+    assert_eq!(value["stages"][0]["ranks"], "all");
+    let ops: std::collections::BTreeSet<&str> = value["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["instructions"].as_array().unwrap())
+        .map(|i| i["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ops.into_iter().collect::<Vec<_>>(),
+        ["all_reduce", "backward", "forward", "optimizer_step", "recv", "send"]
+    );
+}
+
+#[test]
+fn schedule_csv_is_the_compute_order() {
+    let ir = derive_text(&plan_text(2, 4, "dualpipev", None, None));
+    let csv = mpipe::ir::csv::render(&ir).unwrap();
+    assert_eq!(
+        csv,
+        "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,3B2,(3F3;0B1)OVERLAP_F_B,3B3,0I2,0W2,0I3,0W3\n\
+         1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,2I3,1I3,2W3,1W3\n"
+    );
+    assert!(mpipe::ir::csv::render(&derive_text(&plan_text(2, 4, "transpose, 1f1b", Some(true), None))).is_none());
+}
+
+// ---- the validator against broken plans ------------------------------------------------
+
+fn problems(ir: &PlanIr) -> Vec<String> {
+    mpipe::ir::validate::validate(ir).err().unwrap_or_default()
+}
+
+#[test]
+fn validator_catches_a_dropped_receive() {
+    let mut ir = derive_text(&plan_text(3, 4, "1f1b", None, None));
+    let at = ir.ranks[1].instructions.iter().position(|i| i.op == Op::Recv).unwrap();
+    ir.ranks[1].instructions.remove(at);
+    let p = problems(&ir);
+    assert!(p.iter().any(|m| m.contains("no rank 1 receives it")), "{p:?}");
+    assert!(p.iter().any(|m| m.contains("runs before its input")), "{p:?}");
+}
+
+#[test]
+fn validator_catches_a_backward_before_its_forward() {
+    let mut ir = derive_text(&plan_text(2, 4, "1f1b", None, None));
+    let list = &mut ir.ranks[1].instructions;
+    let f = list.iter().position(|i| i.op == Op::Forward && i.mb == Some(0)).unwrap();
+    let b = list.iter().position(|i| i.op == Op::Backward && i.mb == Some(0)).unwrap();
+    let backward = list.remove(b);
+    list.insert(f, backward);
+    let p = problems(&ir);
+    assert!(p.iter().any(|m| m.contains("runs before the forward of stage 1 microbatch 0")), "{p:?}");
+}
+
+#[test]
+fn validator_catches_a_deadlock() {
+    let mut ir = derive_text(&plan_text(2, 2, "gpipe", None, None));
+    // Rank 0 waits for a gradient before sending the activation it depends on.
+    let list = &mut ir.ranks[0].instructions;
+    let send = list.iter().position(|i| i.op == Op::Send && i.mb == Some(0)).unwrap();
+    let recv = list.iter().position(|i| i.op == Op::Recv && i.mb == Some(0)).unwrap();
+    let r = list.remove(recv);
+    list.insert(send, r);
+    let p = problems(&ir);
+    assert!(p.iter().any(|m| m.starts_with("deadlock")), "{p:?}");
+}
+
+#[test]
+fn validator_catches_a_missing_and_a_duplicate_forward() {
+    let mut ir = derive_text(&plan_text(2, 2, "gpipe", None, None));
+    let dup = ir.ranks[0].instructions[0].clone();
+    ir.ranks[0].instructions.push(dup);
+    let p = problems(&ir);
+    assert!(p.iter().any(|m| m.contains("2 forwards, expected 1")), "{p:?}");
+    let mut ir = derive_text(&plan_text(3, 3, "transpose, 1f1b", Some(true), None));
+    let owner = ir.owner["enc"][2];
+    let list = &mut ir.ranks[owner as usize].instructions;
+    let at = list.iter().position(|i| i.op == Op::Forward && i.stage == Some(0) && i.mb == Some(2)).unwrap();
+    list.remove(at);
+    let p = problems(&ir);
+    assert!(p.iter().any(|m| m.contains("stage 0 microbatch 2: 0 forwards")), "{p:?}");
+}
+
+// ---- properties ------------------------------------------------------------------------
+
+fn skeleton_strategy() -> impl Strategy<Value = (String, u32)> {
+    prop_oneof![
+        Just(("gpipe".to_string(), 1)),
+        Just(("1f1b".to_string(), 1)),
+        (2u32..4).prop_map(|v| (format!("interleaved({v})"), v)),
+        (2u32..4).prop_map(|v| (format!("zb1p({v})"), v)),
+        Just(("zbv".to_string(), 2)),
+        Just(("dualpipev".to_string(), 2)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_plans_validate_with_the_right_counts(
+        p in 2u32..6,
+        m in 1u32..14,
+        (skeleton, v) in skeleton_strategy(),
+        encoder in prop::option::of(any::<bool>()),
+        owner in prop_oneof![Just(None), Just(Some("round_robin")), Just(Some("by_microbatch"))],
+        prefix in any::<bool>(),
+    ) {
+        let rounds = (m / p).max(1);
+        prop_assume!(!(skeleton.starts_with("interleaved") || skeleton.starts_with("zb1p")) || m % rounds == 0);
+        prop_assume!(!(skeleton == "zbv" || skeleton == "dualpipev") || m >= 2 * p);
+        let schedule = match encoder {
+            Some(_) => format!("{}, {skeleton}", if prefix { "transpose(prefix)" } else { "transpose" }),
+            None => skeleton.clone(),
+        };
+        let owner = encoder.and(owner);
+        let text = plan_text(p, m, &schedule, encoder, owner).replace(&format!("layers = {};", p * 4), &format!("layers = {};", p * v * 2));
+        let ir = derive_text(&text);
+        let stages = (p * v) as usize + usize::from(encoder.is_some());
+        prop_assert_eq!(ir.stages.len(), stages);
+        let count = |op: Op| ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op == op).count();
+        let body = (p * v * m) as usize;
+        let enc = if encoder.is_some() { m as usize } else { 0 };
+        prop_assert_eq!(count(Op::Forward), body + enc);
+        let trained_enc = if encoder == Some(false) { m as usize } else { 0 };
+        prop_assert_eq!(count(Op::Backward) + count(Op::BackwardInput), body + trained_enc);
+        prop_assert_eq!(count(Op::BackwardInput), count(Op::BackwardWeight));
+        prop_assert_eq!(count(Op::Send), count(Op::Recv));
+        prop_assert_eq!(count(Op::OptimizerStep), p as usize);
+        if skeleton == "1f1b" && encoder.is_none() {
+            // Megatron's formula: rank r runs min(P - r - 1, M) forwards before its first backward.
+            for r in &ir.ranks {
+                let compute: Vec<Op> = r.instructions.iter().filter(|i| i.op.is_compute()).map(|i| i.op).collect();
+                let warm = compute.iter().position(|o| *o == Op::Backward).unwrap() as u32;
+                let warmup = (p - r.rank - 1).min(m);
+                prop_assert_eq!(warm, if warmup == m { m } else { warmup + 1 });
+            }
+        }
+        if skeleton.starts_with("interleaved") && encoder.is_none() {
+            // torch/Megatron: warmup = (v - 1)·per_round + 2·(P - r - 1), capped at M·v.
+            let per_round = m / rounds;
+            for r in &ir.ranks {
+                let compute: Vec<Op> = r.instructions.iter().filter(|i| i.op.is_compute()).map(|i| i.op).collect();
+                let warm = compute.iter().position(|o| *o == Op::Backward).unwrap() as u32;
+                let formula = ((v - 1) * per_round + 2 * (p - r.rank - 1)).min(m * v);
+                prop_assert_eq!(warm, if formula == m * v { m * v } else { formula + 1 });
+            }
+        }
+    }
+}
