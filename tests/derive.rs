@@ -70,7 +70,9 @@ fn examples_lower_to_valid_ir() {
 
 #[test]
 fn every_skeleton_in_small() {
-    let cases: &[(&str, u32, u32, &str, Option<bool>, Option<&str>)] = &[
+    // (name, ranks, microbatches, schedule, encoder frozen?, owner)
+    type Case<'a> = (&'a str, u32, u32, &'a str, Option<bool>, Option<&'a str>);
+    let cases: &[Case] = &[
         ("gpipe", 3, 4, "gpipe", None, None),
         ("1f1b", 3, 5, "1f1b", None, None),
         ("1f1b_fewer_microbatches_than_ranks", 4, 2, "1f1b", None, None),
