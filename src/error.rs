@@ -232,6 +232,12 @@ pub enum Error {
     },
 
     // ---- warnings ----
+    OverMemory {
+        rank: u32,
+        peak: f64,
+        hbm: f64,
+        hardware: String,
+    },
     UnusedImport {
         span: Span,
         name: String,
@@ -452,6 +458,12 @@ impl Error {
                 .primary(*span, "not a backend")
                 .help(did_you_mean(suggestion).unwrap_or_else(|| format!("targets: {}", crate::check::spec::TARGETS.join(", ")))),
 
+            OverMemory { rank, peak, hbm, hardware } => d(
+                Code::W0003,
+                format!("pipeline rank {rank} needs {:.1} GiB of device memory, `{hardware}` has {:.1} GiB", peak / 1073741824.0, hbm / 1073741824.0),
+            )
+            .note("weights, gradients and optimizer state, plus the activations the schedule keeps alive at its peak")
+            .help("use more pipeline or tensor-parallel ranks, fewer microbatches in flight, recompute, or `distributed_optimizer = true`"),
             UnusedImport { span, name } => d(Code::W0001, format!("unused import `{name}`"))
                 .primary(*span, "imported but never used")
                 .help("remove it"),

@@ -38,6 +38,18 @@ impl Checked {
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
+
+    /// The check's diagnostics and, for a valid plan, what deriving and simulating it adds
+    /// (a rank over its device memory): everything `build` would report.
+    pub fn all_diagnostics(&self) -> Vec<Diagnostic> {
+        let mut all = self.diagnostics.clone();
+        if let Some(plan) = &self.plan
+            && let Ok(derived) = build::derive_checked(plan)
+        {
+            all.extend(build::diagnostics(plan, &build::simulate(plan, &derived)));
+        }
+        all
+    }
 }
 
 /// Loads, resolves and checks the file `key` (shown as `display`) whose bytes are given.

@@ -15,7 +15,7 @@ fn fixtures() {
     insta::glob!("ui/*/*.mpipe", |path| {
         let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
         let (checked, human, json) = common::check_rendered(&key, std::fs::read(path).unwrap(), &loader);
-        assert!(!checked.diagnostics.is_empty(), "{key} is a fixture for a diagnostic but produced none");
+        assert!(!checked.all_diagnostics().is_empty(), "{key} is a fixture for a diagnostic but produced none");
         insta::assert_snapshot!("human", human);
         insta::assert_snapshot!("json", json);
     });
@@ -47,10 +47,11 @@ fn every_code_has_a_fixture() {
         let bytes = std::fs::read(&path).unwrap();
         let set = common::overrides(&bytes);
         let checked = mpipe::check_with(&key, &key, bytes, &loader, &set);
-        seen.extend(checked.diagnostics.iter().map(|d| d.code));
+        let all = checked.all_diagnostics();
+        seen.extend(all.iter().map(|d| d.code));
         let header = std::fs::read_to_string(&path).unwrap_or_default();
         if let Some(code) = header.strip_prefix("// ").and_then(|h| h.split(':').next()).and_then(Code::parse) {
-            assert!(checked.diagnostics.iter().any(|d| d.code == code), "{key} says it shows {code:?} but does not");
+            assert!(all.iter().any(|d| d.code == code), "{key} says it shows {code:?} but does not");
         }
     }
     let missing: Vec<&str> = Code::ALL.iter().filter(|c| !seen.contains(c)).map(|c| c.as_str()).collect();

@@ -58,6 +58,13 @@ impl Fields {
         }
     }
 
+    pub fn fraction(&self, name: &str) -> Option<f64> {
+        match self.values.get(name).map(|c| &c.val) {
+            Some(Val::Fraction(f)) => Some(*f),
+            _ => None,
+        }
+    }
+
     pub fn boolean(&self, name: &str) -> Option<bool> {
         match self.values.get(name).map(|c| &c.val) {
             Some(Val::Bool(b)) => Some(*b),

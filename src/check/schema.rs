@@ -192,6 +192,9 @@ pub static CLUSTER: Schema = Schema {
         opt("tp", POSITIVE, "tensor-parallel ranks (default 1)"),
         opt("ep", POSITIVE, "expert-parallel ranks, within data parallelism (default 1)"),
         opt("distributed_optimizer", Ty::Bool, "shard optimizer state over dp, ZeRO-1 (default false)"),
+        opt("efficiency", Ty::Fraction, "fraction of peak FLOP/s dense kernels reach (default 0.5)"),
+        opt("overlap_comm", Ty::Bool, "sends and receives overlap compute (default true)"),
+        opt("flash_attention", Ty::Bool, "attention kernels keep no score matrix for backward (default true)"),
     ],
 };
 

@@ -150,6 +150,12 @@ pub struct Cluster {
     pub tp: u64,
     pub ep: u64,
     pub distributed_optimizer: bool,
+    /// Fraction of peak compute the kernels reach.
+    pub efficiency: f64,
+    /// Whether transfers overlap compute; if not, the sender is busy while it sends.
+    pub overlap_comm: bool,
+    /// Fused attention: the s×s score matrix is recomputed in backward, never stored.
+    pub flash_attention: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -30,23 +30,11 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool) -> u8 {
     };
     let derived = match mpipe::build::derive_checked(&plan_spec) {
         Ok(d) => d,
-        Err(invalid) => {
-            eprintln!(
-                "error: internal compiler error: the derived plan failed validation ({} problems)",
-                invalid.problems.len()
-            );
-            for p in invalid.problems.iter().take(20) {
-                eprintln!("  - {p}");
-            }
-            eprintln!(
-                "note: this is a bug in mpipec {}; nothing was written. The derived lists follow:\n{}",
-                mpipe::VERSION,
-                invalid.dump
-            );
-            return EXIT_INTERNAL;
-        }
+        Err(invalid) => return internal_error(&invalid),
     };
-    let files = mpipe::build::artifacts(&derived);
+    let simulation = mpipe::build::simulate(&plan_spec, &derived);
+    reporter.emit(&mpipe::build::diagnostics(&plan_spec, &simulation), &checked.program.sources);
+    let files = mpipe::build::artifacts(&derived, &simulation);
     if let Err(message) = output::write_atomically(out, &files, force) {
         reporter.plain_error(&message);
         reporter.finish();
@@ -56,6 +44,23 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool) -> u8 {
     let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     eprintln!("wrote {} ({})", out.display(), names.join(", "));
     0
+}
+
+/// A derived plan the validator rejected: a compiler bug, reported with a dump.
+pub fn internal_error(invalid: &mpipe::build::InvalidPlan) -> u8 {
+    eprintln!(
+        "error: internal compiler error: the derived plan failed validation ({} problems)",
+        invalid.problems.len()
+    );
+    for p in invalid.problems.iter().take(20) {
+        eprintln!("  - {p}");
+    }
+    eprintln!(
+        "note: this is a bug in mpipec {}; nothing was written. The derived lists follow:\n{}",
+        mpipe::VERSION,
+        invalid.dump
+    );
+    EXIT_INTERNAL
 }
 
 pub fn default_out() -> PathBuf {

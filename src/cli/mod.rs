@@ -8,6 +8,7 @@ mod format;
 mod loader;
 mod output;
 mod report;
+mod sim;
 
 use std::process::ExitCode;
 
@@ -77,6 +78,18 @@ enum Command {
         #[arg(required_unless_present = "stdin")]
         files: Vec<std::path::PathBuf>,
     },
+    /// Simulate the derived plan on the cost model: step time, bounds, MFU, per-rank slack,
+    /// spill and memory, and a terminal timeline
+    Sim {
+        plan: std::path::PathBuf,
+        /// Print report.json instead of the table
+        #[arg(long)]
+        json: bool,
+        /// Also derive and simulate the baselines (Megatron-style, DistTrain-like,
+        /// HyperParallel, round-robin transpose; other skeletons for plans without an encoder)
+        #[arg(long)]
+        compare: bool,
+    },
     /// Print the long explanation of a diagnostic code
     Explain { code: String },
     /// Derive the per-rank plan and write plan.json, plan.txt and schedule.csv
@@ -101,6 +114,7 @@ pub fn main() -> ExitCode {
         Command::Check { files } => check::run(&cli.global, files),
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
+        Command::Sim { plan, json, compare } => sim::run(&cli.global, plan, *json, *compare),
         Command::Build { plan, out, force } => build::run(&cli.global, plan, out, *force),
     };
     ExitCode::from(status)

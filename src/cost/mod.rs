@@ -3,6 +3,9 @@
 //! read these numbers, so a better cost model gives a better static schedule, never a
 //! different kind of schedule.
 
+pub mod layers;
+pub mod model;
+
 use std::ops::Range;
 
 use crate::check::spec::Plan;

@@ -13,7 +13,7 @@ pub mod transpose;
 
 use std::collections::BTreeMap;
 
-use crate::algebra::Layout;
+use crate::algebra::{Layout, OwnerSpec};
 use crate::check::spec::Plan;
 use crate::cost::Costs;
 use crate::ir::{self, Dir, Group, Instr, Op, PlanIr};
@@ -29,6 +29,80 @@ pub struct Derived {
 }
 
 pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
+    let by_microbatch = plan.owner.as_ref().is_none_or(|o| *o == OwnerSpec::ByMicrobatch);
+    let replicated = plan.schedule.iter().any(|s| s.skeleton.layout() == Layout::Replicated);
+    if !(replicated && by_microbatch) {
+        return derive_once(plan, costs);
+    }
+    // `by_microbatch`: the greedy min-max map and the round-robin maps, each placed slot by
+    // slot and timed on the simulated step; the fastest wins (ties: the greedy one). They are
+    // timed with the encoder frozen, so the choice, like the forward schedule, is the same
+    // whether the encoder trains or not.
+    let m = plan.batch.microbatches as u32;
+    let p = plan.cluster.pp as u32;
+    let forward_only = Plan {
+        model: crate::check::spec::Model {
+            parts: plan
+                .model
+                .parts
+                .iter()
+                .map(|part| crate::check::spec::Part { frozen: part.frozen || part.arch.is_encoder(), ..part.clone() })
+                .collect(),
+            ..plan.model.clone()
+        },
+        ..plan.clone()
+    };
+    let greedy = derive_once(&forward_only, costs);
+    let greedy_owners = greedy.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
+    let candidates =
+        [greedy_owners, (0..m).map(|mb| mb % p).collect(), (0..m).map(|mb| p - 1 - mb % p).collect::<Vec<u32>>()];
+    let stages: Vec<std::ops::Range<u64>> = greedy.placement.stages.iter().map(|s| s.layers.clone()).collect();
+    let timed = |owners: &Vec<u32>| {
+        let explicit = Plan {
+            owner: Some(OwnerSpec::Explicit(owners.iter().map(|r| u64::from(*r)).collect())),
+            ..forward_only.clone()
+        };
+        let d = derive_once(&explicit, costs);
+
+        crate::sim::execute::execute(&d.ir, &ComputeOnly { costs, stages: &stages })
+            .map(|t| t.makespan())
+            .unwrap_or(f64::INFINITY)
+    };
+    let mut best = (f64::INFINITY, 0usize);
+    for (i, owners) in candidates.iter().enumerate() {
+        let t = timed(owners);
+        if t < best.0 * (1.0 - 1e-9) {
+            best = (t, i);
+        }
+    }
+    let chosen = &candidates[best.1];
+    let explicit =
+        Plan { owner: Some(OwnerSpec::Explicit(chosen.iter().map(|r| u64::from(*r)).collect())), ..plan.clone() };
+    derive_once(&explicit, costs)
+}
+
+/// Compute durations from the cost model, transfers free: how derive times a candidate.
+struct ComputeOnly<'a> {
+    costs: &'a dyn Costs,
+    stages: &'a [std::ops::Range<u64>],
+}
+
+impl crate::sim::execute::Durations for ComputeOnly<'_> {
+    fn instruction(&self, _: u32, i: &Instr) -> f64 {
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) if i.op.is_compute() => {
+                crate::cost::compute_time(self.costs, i.op, self.stages[s as usize].clone(), mb)
+            }
+            _ => 0.0,
+        }
+    }
+
+    fn transfer(&self, _: u32, _: u32, _: &Instr) -> f64 {
+        0.0
+    }
+}
+
+fn derive_once(plan: &Plan, costs: &dyn Costs) -> Derived {
     let placement = placement::place(plan, costs);
     let mut g =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
@@ -143,6 +217,7 @@ fn assemble(
             ranks: s.rank.is_none().then(|| "all".to_string()),
             rank: s.rank,
             layers: [s.layers.start, s.layers.end],
+            backward: s.backward,
         })
         .collect();
     let mut owner = BTreeMap::new();

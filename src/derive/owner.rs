@@ -1,107 +1,144 @@
-//! Owner maps of a replicated region: which rank encodes which microbatch.
+//! Owner maps of a replicated region, and where each encode goes in its owner's list.
+//!
+//! Each rank's warmup slack is a list of idle gaps in the body-only schedule (the wait for its
+//! first activation, then for its first gradient). Encodes are taken in deadline order — the
+//! time the first body stage needs them — and each goes into the first gap on its owner that
+//! ends in time and has room; one that fits nowhere runs at the front of the owner's list,
+//! where it delays that rank's pipeline (its spill). `by_microbatch` picks, for each
+//! microbatch, the rank where it ends up least exposed: free in a gap if possible, else the
+//! least added spill or lateness; ties to the rank with the most room left, then the lower
+//! rank. `round_robin` (m mod P) and explicit lists fix the owner and use the same placement.
 
 use crate::algebra::OwnerSpec;
 
-/// What `by_microbatch` balances: each rank's warmup slack, each microbatch's encoder work and
-/// the time the first body stage needs its features.
+/// An idle stretch of a rank in the body-only schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gap {
+    /// The chain position of the event the gap precedes.
+    pub before: usize,
+    pub room: f64,
+    pub end: f64,
+}
+
 pub struct Load<'a> {
-    pub slack: &'a [f64],
+    pub gaps: &'a [Vec<Gap>],
     pub work: &'a [f64],
     pub deadline: &'a [f64],
 }
 
-pub fn assign(spec: &OwnerSpec, ranks: u32, load: &Load) -> Vec<u32> {
-    let m = load.work.len();
-    match spec {
-        OwnerSpec::RoundRobin => (0..m as u32).map(|mb| mb % ranks).collect(),
-        OwnerSpec::Explicit(list) => list.iter().map(|r| *r as u32).collect(),
-        OwnerSpec::ByMicrobatch => by_microbatch(ranks, load),
-    }
+/// Owner of each microbatch and the chain position its encode goes before.
+pub struct Assignment {
+    pub owners: Vec<u32>,
+    pub positions: Vec<usize>,
 }
 
-/// Min-max balance of encoder work against slack, in deadline order: each microbatch goes to
-/// the rank where it ends up least exposed — the larger of the rank's spill past its slack
-/// and the microbatch's lateness against the first stage's need — so heavy encodes land in
-/// long bubbles. Ties go to the rank with the most slack left, then the lower rank.
-fn by_microbatch(ranks: u32, load: &Load) -> Vec<u32> {
+const EPS: f64 = 1e-12;
+
+pub fn assign(spec: &OwnerSpec, ranks: u32, load: &Load) -> Assignment {
     let m = load.work.len();
+    let fixed: Option<Vec<u32>> = match spec {
+        OwnerSpec::RoundRobin => Some((0..m as u32).map(|mb| mb % ranks).collect()),
+        OwnerSpec::Explicit(list) => Some(list.iter().map(|r| *r as u32).collect()),
+        OwnerSpec::ByMicrobatch => None,
+    };
+    let mut gaps: Vec<Vec<Gap>> = load.gaps.to_vec();
+    // Work run at the front of each rank beyond its first gap, and all front work.
+    let mut front = vec![0.0f64; ranks as usize];
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| load.deadline[a].total_cmp(&load.deadline[b]).then(a.cmp(&b)));
-    let mut busy = vec![0.0f64; ranks as usize];
-    let mut owners = vec![0u32; m];
+    let (mut owners, mut positions) = (vec![0u32; m], vec![0usize; m]);
     for mb in order {
         let e = load.work[mb];
-        let mut best: Option<(f64, f64, u32)> = None;
-        for r in 0..ranks {
-            let done = busy[r as usize] + e;
-            let spill = (done - load.slack[r as usize]).max(0.0);
-            let late = (done - load.deadline[mb]).max(0.0);
-            let exposed = spill.max(late);
-            let room = load.slack[r as usize] - busy[r as usize];
-            let better = match best {
+        let d = load.deadline[mb];
+        let candidates: Vec<u32> = match &fixed {
+            Some(f) => vec![f[mb]],
+            None => (0..ranks).collect(),
+        };
+        // (exposed, -room left, rank, gap index or None for the front)
+        let mut best: Option<(f64, f64, u32, Option<usize>)> = None;
+        for r in candidates {
+            let rg = &gaps[r as usize];
+            let room: f64 = rg.iter().map(|g| g.room).sum();
+            let choice = match rg.iter().position(|g| g.before > 0 && g.room + EPS >= e && g.end <= d + EPS) {
+                Some(k) => (0.0, Some(k)),
+                None => {
+                    // At the front: the first gap absorbs what it can, the rest is spill.
+                    let head = rg.first().filter(|g| g.before == 0).map_or(0.0, |g| g.room);
+                    let done = front[r as usize] + e;
+                    let spill = (done - head.max(front[r as usize].min(head))).max(0.0).min(done);
+                    let late = (done - d).max(0.0);
+                    (spill.max(late), None)
+                }
+            };
+            let key = (choice.0, -room, r, choice.1);
+            let better = match &best {
                 None => true,
-                Some((x, y, _)) => exposed < x - 1e-12 || ((exposed - x).abs() <= 1e-12 && room > y + 1e-12),
+                Some(b) => key.0 < b.0 - EPS || ((key.0 - b.0).abs() <= EPS && key.1 < b.1 - EPS),
             };
             if better {
-                best = Some((exposed, room, r));
+                best = Some(key);
             }
         }
-        let (_, _, r) = best.expect("at least one rank");
-        busy[r as usize] += e;
+        let (_, _, r, gap) = best.expect("at least one candidate rank");
         owners[mb] = r;
+        match gap {
+            Some(k) => {
+                gaps[r as usize][k].room -= e;
+                positions[mb] = gaps[r as usize][k].before;
+            }
+            None => {
+                if let Some(g) = gaps[r as usize].first_mut().filter(|g| g.before == 0) {
+                    g.room = (g.room - e).max(0.0);
+                }
+                front[r as usize] += e;
+                positions[mb] = 0;
+            }
+        }
     }
-    owners
-}
-
-/// How far the owners leave encoder work exposed, next to what no map can beat:
-/// (max over ranks of max(0, E_r − w_r), max(0, ΣE − Σw) / P).
-pub fn exposure(owners: &[u32], ranks: u32, load: &Load) -> (f64, f64) {
-    let mut work = vec![0.0; ranks as usize];
-    for (mb, r) in owners.iter().enumerate() {
-        work[*r as usize] += load.work[mb];
-    }
-    let spill = work.iter().zip(load.slack).map(|(e, w)| (e - w).max(0.0)).fold(0.0, f64::max);
-    let total: f64 = load.work.iter().sum::<f64>() - load.slack.iter().sum::<f64>();
-    (spill, total.max(0.0) / ranks as f64)
+    Assignment { owners, positions }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn fits_in_slack_when_it_can() {
-        // Slack grows with the rank; four light microbatches fit on ranks 1..3.
-        let slack = [0.0, 1.0, 2.0, 3.0];
-        let work = [1.0, 1.0, 1.0, 1.0];
-        let deadline = [0.0, 1.0, 2.0, 3.0];
-        let load = Load { slack: &slack, work: &work, deadline: &deadline };
-        let owners = assign(&OwnerSpec::ByMicrobatch, 4, &load);
-        let (spill, bound) = exposure(&owners, 4, &load);
-        assert_eq!(bound, 0.0);
-        assert!(spill <= 1.0, "{owners:?} spills {spill}");
-        assert_ne!(owners[0], 0, "the rank without slack is not handed the first encode");
+    fn gap(before: usize, room: f64, end: f64) -> Gap {
+        Gap { before, room, end }
     }
 
     #[test]
-    fn round_robin_and_explicit() {
-        let (s, w, d) = ([0.0; 2], [1.0; 5], [0.0; 5]);
-        let load = Load { slack: &s, work: &w, deadline: &d };
-        assert_eq!(assign(&OwnerSpec::RoundRobin, 2, &load), [0, 1, 0, 1, 0]);
-        assert_eq!(assign(&OwnerSpec::Explicit(vec![1, 1, 0, 0, 1]), 2, &load), [1, 1, 0, 0, 1]);
+    fn fills_gaps_before_spilling() {
+        // Rank 1 waits one unit at the front; rank 0 idles two units before its first
+        // backward, at position 3, ending at time 5.
+        let gaps = vec![vec![gap(3, 2.0, 5.0)], vec![gap(0, 1.0, 1.0)]];
+        let work = [1.0, 1.0, 1.0];
+        let deadline = [0.5, 5.0, 6.0];
+        let a = assign(&OwnerSpec::ByMicrobatch, 2, &Load { gaps: &gaps, work: &work, deadline: &deadline });
+        assert_eq!(a.owners[0], 1, "the first encode goes to the rank with front slack");
+        assert_eq!((a.owners[1], a.positions[1]), (0, 3), "a later deadline fits the backward wait of rank 0");
+        assert_eq!((a.owners[2], a.positions[2]), (0, 3));
     }
 
     #[test]
-    fn spill_is_balanced_when_work_exceeds_slack() {
-        let slack = [0.0, 1.0, 2.0, 3.0];
+    fn round_robin_and_explicit_fix_the_owner() {
+        let gaps = vec![vec![], vec![]];
+        let (w, d) = ([1.0; 5], [0.0; 5]);
+        let load = Load { gaps: &gaps, work: &w, deadline: &d };
+        assert_eq!(assign(&OwnerSpec::RoundRobin, 2, &load).owners, [0, 1, 0, 1, 0]);
+        assert_eq!(assign(&OwnerSpec::Explicit(vec![1, 1, 0, 0, 1]), 2, &load).owners, [1, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn equal_work_spreads_evenly_when_it_spills() {
+        let gaps: Vec<Vec<Gap>> =
+            (0..4).map(|r| if r == 0 { vec![] } else { vec![gap(0, r as f64, r as f64)] }).collect();
         let work = [4.0; 8];
         let deadline: Vec<f64> = (0..8).map(|m| m as f64).collect();
-        let load = Load { slack: &slack, work: &work, deadline: &deadline };
-        let owners = assign(&OwnerSpec::ByMicrobatch, 4, &load);
+        let a = assign(&OwnerSpec::ByMicrobatch, 4, &Load { gaps: &gaps, work: &work, deadline: &deadline });
         let mut per_rank = [0; 4];
-        for r in &owners {
+        for r in &a.owners {
             per_rank[*r as usize] += 1;
         }
-        assert_eq!(per_rank, [2, 2, 2, 2], "equal work spreads evenly: {owners:?}");
+        assert_eq!(per_rank, [2, 2, 2, 2], "{:?}", a.owners);
     }
 }

@@ -88,6 +88,17 @@ pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
     let sharded: Vec<Skeleton> = regions.iter().filter(|r| r.layout == Layout::Sharded).map(|r| r.skeleton).collect();
     let (skeleton, chunks) =
         body_skeleton(&sharded).expect("the checker admits only plans with one body skeleton (E0317)");
+    // The first trainable layer: a stage needs backward events iff it ends after it (a frozen
+    // stage downstream of trainable layers still passes gradients back; upstream of all of
+    // them it has no backward at all).
+    let mut first_trainable = u64::MAX;
+    let mut offset = 0;
+    for part in &plan.model.parts {
+        if !part.frozen {
+            first_trainable = first_trainable.min(offset);
+        }
+        offset += part.arch.layers();
+    }
     let mut stages = Vec::new();
     let mut encoder = None;
     let mut first = None;
@@ -115,7 +126,7 @@ pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
                 region: i,
                 rank: Some(rank),
                 layers: start..start + size,
-                backward: info.backward,
+                backward: start + size > first_trainable,
             });
             start += size;
         }

@@ -1,10 +1,12 @@
 //! `transpose`: the replicated encoder's work placed inside the body pipeline (ALGEBRA.md §6).
 //!
 //! `fill = slack` (Mpipe): each rank encodes its own microbatches in deadline order inside the
-//! idle time before its first body event (its warmup slack); the first-stage rank, which has
-//! none, encodes its share just before it needs each result, and receives every other
-//! microbatch's features just before that microbatch's first forward, so it starts as soon as
-//! the first features arrive. A trainable encoder's backward runs on the owner after the
+//! idle time before its first body event (its warmup slack; the first-stage rank's is the wait
+//! for the first features), and the first-stage rank receives each microbatch's features just
+//! before that microbatch's first forward, so it starts as soon as the first features arrive.
+//! Work past a rank's slack stays at the front too: the body has no idle time before the
+//! deadlines to hide it in, and deferring an encode into the steady state stalls the whole
+//! pipeline behind that rank. A trainable encoder's backward runs on the owner after the
 //! feature gradient comes back, at the end of its chain (its cooldown slack).
 //!
 //! `fill = prefix` (HyperParallel's public `ScheduleMPipeTranspose`): every rank encodes its
@@ -14,7 +16,7 @@
 use petgraph::graph::NodeIndex;
 
 use super::order::OrderGraph;
-use super::owner::{self, Load};
+use super::owner::{self, Gap, Load};
 use super::placement::{Encoder, Placement};
 use crate::algebra::{Fill, OwnerSpec};
 use crate::check::spec::Plan;
@@ -35,15 +37,23 @@ pub fn add(g: &mut OrderGraph, plan: &Plan, placement: &Placement, enc: &Encoder
     let head = placement.rank_of_body(0);
     let enc_layers = placement.stages[enc.stage as usize].layers.clone();
 
-    // The body alone, timed: when each rank first has work and when the first stage needs
-    // each microbatch.
-    let times = body_times(g, placement, costs);
-    let slack: Vec<f64> = g.chains.iter().map(|c| c.first().map_or(0.0, |n| times[n.index()])).collect();
+    // The body alone, timed: each rank's idle gaps before its first backward (its warmup
+    // slack: the wait for the first activation and the wait for the first gradient), and when
+    // the first stage needs each microbatch.
+    let (start, end) = body_times(g, placement, costs);
+    let gaps: Vec<Vec<Gap>> = match enc.fill {
+        Fill::Slack => g.chains.iter().map(|c| warmup_gaps(c, &g.graph, &start, &end)).collect(),
+        // HyperParallel's prefix block: every encode before the rank's pipeline.
+        Fill::Prefix => vec![Vec::new(); ranks as usize],
+    };
+    let slack: Vec<f64> =
+        g.chains.iter().map(|c| warmup_gaps(c, &g.graph, &start, &end).iter().map(|gap| gap.room).sum()).collect();
     let deadline: Vec<f64> =
-        (0..m).map(|mb| g.find(Op::Forward, first, mb).map_or(0.0, |n| times[n.index()])).collect();
+        (0..m).map(|mb| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()])).collect();
     let work: Vec<f64> = (0..m).map(|mb| costs.forward(enc_layers.clone(), mb)).collect();
     let spec = plan.owner.clone().unwrap_or(OwnerSpec::ByMicrobatch);
-    let owners = owner::assign(&spec, ranks, &Load { slack: &slack, work: &work, deadline: &deadline });
+    let assignment = owner::assign(&spec, ranks, &Load { gaps: &gaps, work: &work, deadline: &deadline });
+    let owners = assignment.owners;
 
     let first_body_node = g.chains[head as usize].first().copied();
     let last_body_node = g.chains[head as usize].last().copied();
@@ -62,18 +72,12 @@ pub fn add(g: &mut OrderGraph, plan: &Plan, placement: &Placement, enc: &Encoder
     for r in 0..ranks {
         let mut mine: Vec<u32> = (0..m).filter(|mb| owners[*mb as usize] == r).collect();
         mine.sort_by(|a, b| deadline[*a as usize].total_cmp(&deadline[*b as usize]).then(a.cmp(b)));
+        let mut at: Vec<(usize, u32)> = mine.iter().map(|mb| (assignment.positions[*mb as usize], *mb)).collect();
+        // Stable: within one gap, deadline order.
+        at.sort_by_key(|(position, _)| *position);
         let chain = &mut g.chains[r as usize];
-        if r == head && enc.fill == Fill::Slack {
-            // Just in time: each encode right before the forward that consumes it.
-            for mb in mine {
-                let consumer = g.index_of(Op::Forward, first, mb);
-                let chain = &mut g.chains[r as usize];
-                let at = chain.iter().position(|n| *n == consumer).expect("the consumer is on this chain");
-                chain.insert(at, forwards[mb as usize]);
-            }
-        } else {
-            let front: Vec<NodeIndex> = mine.iter().map(|mb| forwards[*mb as usize]).collect();
-            chain.splice(0..0, front);
+        for (offset, (position, mb)) in at.into_iter().enumerate() {
+            chain.insert(position + offset, forwards[mb as usize]);
         }
     }
     if enc.trainable {
@@ -100,8 +104,30 @@ pub fn add(g: &mut OrderGraph, plan: &Plan, placement: &Placement, enc: &Encoder
     Transposed { owners, slack, work: per_rank }
 }
 
-/// Start times of the body's events, by node index, with transfers taken as free.
-fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> Vec<f64> {
+/// The idle gaps of a chain before its first backward: where encoder forwards run for free.
+fn warmup_gaps(
+    chain: &[NodeIndex],
+    graph: &petgraph::graph::DiGraph<super::order::Event, super::order::Dep>,
+    start: &[f64],
+    end: &[f64],
+) -> Vec<Gap> {
+    let mut gaps = Vec::new();
+    let mut clock = 0.0;
+    for (i, n) in chain.iter().enumerate() {
+        let s = start[n.index()];
+        if s > clock + 1e-12 {
+            gaps.push(Gap { before: i, room: s - clock, end: s });
+        }
+        if graph[*n].instr.op != Op::Forward {
+            break;
+        }
+        clock = end[n.index()];
+    }
+    gaps
+}
+
+/// Start and end times of the body's events, by node index, with transfers taken as free.
+fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> (Vec<f64>, Vec<f64>) {
     let mut timed = g.clone();
     timed.link_chains();
     let stages = &placement.stages;
@@ -117,5 +143,5 @@ fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> Vec<f
         |_| 0.0,
     )
     .expect("canonical body orders have no cycle");
-    times.start
+    (times.start, times.end)
 }

@@ -63,6 +63,8 @@ pub struct StageIr {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
     pub layers: [u64; 2],
+    /// Whether the stage runs backward: it holds a trainable layer or one is upstream of it.
+    pub backward: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -20,11 +20,7 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
     if ir.ranks.len() != p as usize || ir.ranks.iter().enumerate().any(|(i, r)| r.rank != i as u32) {
         return Err(vec![format!("the plan has {} rank lists for {p} pipeline ranks", ir.ranks.len())]);
     }
-    let backward: Vec<bool> = ir
-        .stages
-        .iter()
-        .map(|st| ir.regions.iter().find(|r| r.name == st.region).is_some_and(|r| r.backward))
-        .collect();
+    let backward: Vec<bool> = ir.stages.iter().map(|st| st.backward).collect();
     let holds = |rank: u32, s: u32, mb: u32| {
         let stage = ir.stage(s);
         match stage.rank {

@@ -2,7 +2,11 @@
 //! predecessors have finished (plus any edge latency) and runs for its own duration; the
 //! makespan is the longest path. A cycle means the order cannot run: a deadlock.
 
+pub mod compare;
+pub mod costs;
 pub mod execute;
+pub mod report;
+pub mod timeline;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};

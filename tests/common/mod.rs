@@ -56,7 +56,8 @@ pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpip
     let set = overrides(&bytes);
     let checked = mpipe::check_with(key, key, bytes, loader, &set);
     let sources = &checked.program.sources;
-    let human: String = checked.diagnostics.iter().map(|d| render(d, sources, Style::Human, false)).collect();
-    let json: String = checked.diagnostics.iter().map(|d| to_json(d, sources) + "\n").collect();
+    let all = checked.all_diagnostics();
+    let human: String = all.iter().map(|d| render(d, sources, Style::Human, false)).collect();
+    let json: String = all.iter().map(|d| to_json(d, sources) + "\n").collect();
     (checked, human, json)
 }

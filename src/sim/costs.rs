@@ -1,0 +1,78 @@
+//! The cost model as the simulator's durations: what each instruction of the IR takes.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::execute::Durations;
+use crate::cost::model::CostModel;
+use crate::cost::{self};
+use crate::ir::{Group, Instr, Op, PlanIr};
+
+pub struct SimCosts<'a> {
+    pub model: &'a CostModel,
+    stages: Vec<Range<u64>>,
+    /// Per rank: the layers it holds, by region, for reductions and the optimizer.
+    held: Vec<BTreeMap<String, Vec<Range<u64>>>>,
+    overlap_comm: bool,
+}
+
+impl<'a> SimCosts<'a> {
+    pub fn new(model: &'a CostModel, ir: &PlanIr) -> SimCosts<'a> {
+        let stages = ir.stages.iter().map(|s| s.layers[0]..s.layers[1]).collect();
+        let mut held = vec![BTreeMap::<String, Vec<Range<u64>>>::new(); ir.ranks.len()];
+        for s in &ir.stages {
+            for (r, h) in held.iter_mut().enumerate() {
+                if s.rank.is_none_or(|x| x as usize == r) {
+                    h.entry(s.region.clone()).or_default().push(s.layers[0]..s.layers[1]);
+                }
+            }
+        }
+        SimCosts { model, stages, held, overlap_comm: model.plan().cluster.overlap_comm }
+    }
+
+    pub fn stage_layers(&self, stage: u32) -> Range<u64> {
+        self.stages[stage as usize].clone()
+    }
+
+    /// Every layer `rank` holds, of one region or of all.
+    pub fn held(&self, rank: u32, region: Option<&str>) -> Vec<Range<u64>> {
+        self.held[rank as usize]
+            .iter()
+            .filter(|(name, _)| region.is_none_or(|r| r == name.as_str()))
+            .flat_map(|(_, l)| l.clone())
+            .collect()
+    }
+
+    fn bytes(&self, i: &Instr) -> f64 {
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) => self.model.boundary_bytes(self.stage_layers(s), mb),
+            _ => 0.0,
+        }
+    }
+}
+
+impl Durations for SimCosts<'_> {
+    fn instruction(&self, rank: u32, i: &Instr) -> f64 {
+        let m = self.model;
+        match i.op {
+            op if op.is_compute() => {
+                cost::compute_time(m, op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0))
+            }
+            Op::Send if !self.overlap_comm => m.p2p(self.bytes(i), rank, i.peer.unwrap_or(rank)),
+            Op::AllReduce => {
+                let grads: f64 = self.held(rank, i.region.as_deref()).into_iter().map(|l| m.grad_bytes(l)).sum();
+                match i.group {
+                    Some(Group::Pp) => m.all_reduce(grads, m.plan().cluster.pp, m.pp_link()),
+                    _ => m.all_reduce(grads, m.plan().cluster.dp, m.dp_link(rank)),
+                }
+            }
+            Op::OptimizerStep => self.held(rank, None).into_iter().map(|l| m.optimizer_time(l)).sum(),
+            _ => 0.0,
+        }
+    }
+
+    fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {
+        // A gradient has the size of the activation it is the gradient of: one size for both.
+        self.model.p2p(self.bytes(i), from, to)
+    }
+}

@@ -1,0 +1,236 @@
+//! The simulator's verdict on a derived plan: step time against its lower bound, MFU, and per
+//! rank busy and idle time, warmup slack, encoder work, spill and peak memory (report.json,
+//! IR.md). Memory comes from the actual order: an activation lives from its forward to the
+//! backward that consumes it.
+
+use serde::Serialize;
+
+use super::costs::SimCosts;
+use super::execute::{self, Durations, Timeline};
+use crate::cost::model::CostModel;
+use crate::cost::{self, Costs};
+use crate::derive::Derived;
+use crate::derive::order::Dep;
+use crate::ir::Op;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankReport {
+    pub rank: u32,
+    pub busy_s: f64,
+    pub idle_s: f64,
+    /// w_r: idle time before the rank's first body event, the body alone (no encoder work).
+    pub warmup_slack_s: f64,
+    /// E_r: encoder forward work the owner map gives this rank.
+    pub encoder_s: f64,
+    /// max(0, E_r − w_r).
+    pub spill_s: f64,
+    pub peak_memory_bytes: f64,
+    pub static_memory_bytes: f64,
+    /// Most microbatches whose activations this rank held at once.
+    pub peak_live_microbatches: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Compared {
+    pub name: String,
+    pub step_time_s: f64,
+    /// Baseline step time over this plan's.
+    pub speedup: f64,
+    pub description: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub step_time_s: f64,
+    /// The larger of the two bounds below: no schedule of this work can beat it.
+    pub lower_bound_s: f64,
+    /// Total compute of the step spread evenly over the pipeline ranks.
+    pub lower_bound_work_s: f64,
+    /// The longest chain of dependent events, with transfers, on unlimited ranks.
+    pub lower_bound_critical_path_s: f64,
+    pub mfu: f64,
+    /// Idle share of all ranks' time.
+    pub bubble_fraction: f64,
+    pub model_flops: f64,
+    /// With a transpose region: the exposed encoder work of the owner map, max_r spill_r, and
+    /// what no owner map can beat, max(0, ΣE − Σw) / P.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_spill_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_spill_bound_s: Option<f64>,
+    pub ranks: Vec<RankReport>,
+    /// Device memory exceeded: (rank, peak bytes).
+    pub over_memory: Vec<(u32, f64)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compare: Vec<Compared>,
+}
+
+pub struct Simulation {
+    pub timeline: Timeline,
+    pub report: Report,
+    /// Live bytes over time per rank: (time, bytes) at every change.
+    pub memory: Vec<Vec<(f64, f64)>>,
+}
+
+pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
+    let ir = &derived.ir;
+    let costs = SimCosts::new(model, ir);
+    let timeline = execute::execute(ir, &costs).expect("validated plans run to the end");
+    let step = timeline.makespan();
+    let plan = model.plan();
+    let p = ir.ranks.len();
+
+    let mut ranks = Vec::with_capacity(p);
+    let mut memory = Vec::with_capacity(p);
+    let mut over_memory = Vec::new();
+    let mut total_work = 0.0;
+    for (r, list) in ir.ranks.iter().enumerate() {
+        let busy: f64 =
+            list.instructions.iter().filter(|i| i.op.is_compute()).map(|i| costs.instruction(r as u32, i)).sum();
+        total_work += busy;
+        let static_bytes: f64 = costs.held(r as u32, None).into_iter().map(|l| model.static_bytes(l)).sum();
+        let (peak, live_peak, series) = live_memory(ir, r, &timeline, model, &costs, static_bytes);
+        if peak > plan.cluster.hardware.hbm_bytes {
+            over_memory.push((r as u32, peak));
+        }
+        let (slack, encoder) = match &derived.transpose {
+            Some(t) => (t.slack[r], t.work[r]),
+            None => (body_slack(derived, &timeline, r), 0.0),
+        };
+        ranks.push(RankReport {
+            rank: r as u32,
+            busy_s: busy,
+            idle_s: step - busy,
+            warmup_slack_s: slack,
+            encoder_s: encoder,
+            spill_s: (encoder - slack).max(0.0),
+            peak_memory_bytes: peak,
+            static_memory_bytes: static_bytes,
+            peak_live_microbatches: live_peak,
+        });
+        memory.push(series);
+    }
+    let critical = critical_path(derived, model);
+    let work = total_work / p as f64;
+    let backward_of = |l: u64| {
+        let stage = derived.placement.stages.iter().find(|s| s.layers.contains(&l));
+        let b = stage.is_some_and(|s| s.backward);
+        let trainable = plan.model.parts.iter().scan(0u64, |at, part| {
+            let range = *at..*at + part.arch.layers();
+            *at = range.end;
+            Some((range, !part.frozen))
+        });
+        let weight = trainable.into_iter().any(|(range, t)| t && range.contains(&l));
+        (b, b && weight)
+    };
+    let flops = model.model_flops(backward_of);
+    let c = &plan.cluster;
+    let mfu = if step > 0.0 { flops / (step * c.devices as f64 * c.hardware.peak_bf16) } else { 0.0 };
+    let busy_total: f64 = ranks.iter().map(|r| r.busy_s).sum();
+    let (owner_spill_s, owner_spill_bound_s) = match &derived.transpose {
+        Some(t) => {
+            let spill = ranks.iter().map(|r| r.spill_s).fold(0.0, f64::max);
+            let bound = (t.work.iter().sum::<f64>() - t.slack.iter().sum::<f64>()).max(0.0) / p as f64;
+            (Some(spill), Some(bound))
+        }
+        None => (None, None),
+    };
+    let report = Report {
+        step_time_s: step,
+        lower_bound_s: work.max(critical),
+        lower_bound_work_s: work,
+        lower_bound_critical_path_s: critical,
+        mfu,
+        bubble_fraction: if step > 0.0 { 1.0 - busy_total / (p as f64 * step) } else { 0.0 },
+        model_flops: flops,
+        owner_spill_s,
+        owner_spill_bound_s,
+        ranks,
+        over_memory,
+        compare: Vec::new(),
+    };
+    Simulation { timeline, report, memory }
+}
+
+/// Idle time before a rank's first compute in the simulated step.
+fn body_slack(derived: &Derived, timeline: &Timeline, r: usize) -> f64 {
+    derived.ir.ranks[r].instructions.iter().position(|i| i.op.is_compute()).map_or(0.0, |k| timeline.start[r][k])
+}
+
+/// Peak bytes, peak live microbatches and the series of live bytes over time on rank `r`.
+fn live_memory(
+    ir: &crate::ir::PlanIr,
+    r: usize,
+    timeline: &Timeline,
+    model: &CostModel,
+    costs: &SimCosts,
+    static_bytes: f64,
+) -> (f64, u32, Vec<(f64, f64)>) {
+    let mut live = 0.0f64;
+    let mut live_mbs: std::collections::BTreeMap<u32, u32> = Default::default();
+    let (mut peak, mut peak_mbs) = (static_bytes, 0u32);
+    let mut series = vec![(0.0, static_bytes)];
+    for (k, i) in ir.ranks[r].instructions.iter().enumerate() {
+        let (Some(s), Some(mb)) = (i.stage, i.mb) else { continue };
+        if !i.op.is_compute() || !ir.stages[s as usize].backward {
+            continue;
+        }
+        let bytes = model.activation_bytes(costs.stage_layers(s), mb);
+        let freed = matches!(i.op, Op::Backward | Op::BackwardWeight);
+        match i.op {
+            Op::Forward => {
+                live += bytes;
+                *live_mbs.entry(mb).or_insert(0) += 1;
+            }
+            _ if freed => {
+                live -= bytes;
+                if let Some(n) = live_mbs.get_mut(&mb) {
+                    *n -= 1;
+                    if *n == 0 {
+                        live_mbs.remove(&mb);
+                    }
+                }
+            }
+            _ => continue,
+        }
+        let t = if i.op == Op::Forward { timeline.start[r][k] } else { timeline.end[r][k] };
+        series.push((t, static_bytes + live));
+        peak = peak.max(static_bytes + live);
+        peak_mbs = peak_mbs.max(live_mbs.len() as u32);
+    }
+    (peak, peak_mbs, series)
+}
+
+/// The longest chain of data dependencies, each event at its duration and each cross-rank
+/// hand-off at its transfer time: what unlimited ranks could not beat.
+fn critical_path(derived: &Derived, model: &CostModel) -> f64 {
+    let g = &derived.graph.graph;
+    let mut data = petgraph::graph::DiGraph::<(), f64>::with_capacity(g.node_count(), g.edge_count());
+    for _ in 0..g.node_count() {
+        data.add_node(());
+    }
+    let stages = &derived.placement.stages;
+    for e in g.edge_indices() {
+        if let Dep::Data(_) = g[e] {
+            let (a, b) = g.edge_endpoints(e).expect("an edge has ends");
+            let (ra, rb) = (g[a].rank, g[b].rank);
+            let latency = match (ra, rb, g[a].instr.stage, g[a].instr.mb) {
+                (Some(x), Some(y), Some(s), Some(mb)) if x != y => {
+                    model.p2p(model.boundary_bytes(stages[s as usize].layers.clone(), mb), x, y)
+                }
+                _ => 0.0,
+            };
+            data.add_edge(a, b, latency);
+        }
+    }
+    let duration = |n: petgraph::graph::NodeIndex| {
+        let i = &g[n].instr;
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) if i.op.is_compute() => {
+                cost::compute_time(model as &dyn Costs, i.op, stages[s as usize].layers.clone(), mb)
+            }
+            _ => 0.0,
+        }
+    };
+    super::longest_path(&data, duration, |e| data[e]).map(|t| t.makespan()).unwrap_or(0.0)
+}
