@@ -179,3 +179,19 @@ proptest! {
         prop_assert!(busy > 0.0);
     }
 }
+
+#[test]
+fn the_readme_picture_is_what_build_draws() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let key = "examples/paper_small.mpipe";
+    let checked = mpipe::check(key, key, std::fs::read(format!("{root}/{key}")).unwrap(), &MemoryLoader::new());
+    let plan = checked.plan.unwrap();
+    let derived = mpipe::build::derive_checked(&plan).unwrap();
+    let sim = mpipe::build::simulate(&plan, &derived);
+    let svg = mpipe::sim::timeline::svg(&derived.ir, &sim.timeline, &derived.ir.source);
+    let committed = std::fs::read_to_string(format!("{root}/docs/paper_small_timeline.svg")).unwrap();
+    assert!(
+        svg == committed,
+        "docs/paper_small_timeline.svg is stale: run `mpipec build examples/paper_small.mpipe -o out && cp out/timeline.svg docs/paper_small_timeline.svg`"
+    );
+}

@@ -38,7 +38,9 @@ fn tick(span: f64) -> f64 {
 }
 
 fn seconds(t: f64) -> String {
-    if t >= 1.0 {
+    if t == 0.0 {
+        "0".to_string()
+    } else if t >= 1.0 {
         format!("{t:.2} s")
     } else if t >= 1e-3 {
         format!("{:.1} ms", t * 1e3)
@@ -129,7 +131,9 @@ pub fn svg(ir: &PlanIr, timeline: &Timeline, title: &str) -> String {
     let mut lx = left;
     for (g, region) in ir.regions.iter().enumerate() {
         let (light, dark) = PALETTE[g % PALETTE.len()];
-        for (fill, what) in [(light, "forward"), (dark, "backward")] {
+        let parts: &[(&str, &str)] =
+            if region.backward { &[(light, "forward"), (dark, "backward")] } else { &[(light, "forward")] };
+        for &(fill, what) in parts {
             let _ = writeln!(
                 out,
                 r#"<rect x="{lx}" y="{legend_y}" width="14" height="12" fill="{fill}"/><text x="{}" y="{}">{} {what}</text>"#,
