@@ -276,6 +276,7 @@ proptest! {
         encoder in prop::option::of(any::<bool>()),
         owner in prop_oneof![Just(None), Just(Some("round_robin")), Just(Some("by_microbatch"))],
         prefix in any::<bool>(),
+        sink in any::<bool>(),
     ) {
         let rounds = (m / p).max(1);
         prop_assume!(!(skeleton.starts_with("interleaved") || skeleton.starts_with("zb1p")) || m % rounds == 0);
@@ -285,15 +286,21 @@ proptest! {
             None => skeleton.clone(),
         };
         let owner = encoder.and(owner);
-        let text = plan_text(p, m, &schedule, encoder, owner).replace(&format!("layers = {};", p * 4), &format!("layers = {};", p * v * 2));
+        let sink = sink && encoder.is_some();
+        let schedule = if sink { format!("{schedule}, transpose") } else { schedule };
+        let mut text = plan_text(p, m, &schedule, encoder, owner).replace(&format!("layers = {};", p * 4), &format!("layers = {};", p * v * 2));
+        if sink {
+            text = text.replace("    llm = lm;\n}", "    llm = lm;\n    head = vit;\n}").replace("cut enc | llm;", "cut enc | llm | head;");
+        }
         let ir = derive_text(&text);
-        let stages = (p * v) as usize + usize::from(encoder.is_some());
+        let stages = (p * v) as usize + usize::from(encoder.is_some()) + usize::from(sink);
         prop_assert_eq!(ir.stages.len(), stages);
         let count = |op: Op| ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op == op).count();
         let body = (p * v * m) as usize;
-        let enc = if encoder.is_some() { m as usize } else { 0 };
+        let replicated = usize::from(encoder.is_some()) + usize::from(sink);
+        let enc = replicated * m as usize;
         prop_assert_eq!(count(Op::Forward), body + enc);
-        let trained_enc = if encoder == Some(false) { m as usize } else { 0 };
+        let trained_enc = (usize::from(encoder == Some(false)) + usize::from(sink)) * m as usize;
         prop_assert_eq!(count(Op::Backward) + count(Op::BackwardInput), body + trained_enc);
         prop_assert_eq!(count(Op::BackwardInput), count(Op::BackwardWeight));
         prop_assert_eq!(count(Op::Send), count(Op::Recv));
@@ -318,4 +325,22 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_sink_side_replicated_region() {
+    // Encoder at the source, a trainable head at the sink: both seams of ALGEBRA.md §4 that
+    // touch a replicated region (gather into the first stage, scatter from the last).
+    let text = plan_text(3, 6, "transpose, 1f1b, transpose", Some(true), None)
+        .replace("    llm = lm;\n}", "    llm = lm;\n    head = vit;\n}")
+        .replace("cut enc | llm;", "cut enc | llm | head;");
+    let ir = derive_text(&text);
+    assert_eq!(ir.owner.len(), 2, "owner maps for both replicated regions");
+    let sink = ir.stages.len() as u32 - 1;
+    let count = |op: Op, stage: u32| {
+        ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op == op && i.stage == Some(stage)).count()
+    };
+    assert_eq!((count(Op::Forward, sink), count(Op::Backward, sink)), (6, 6));
+    assert_eq!(count(Op::Backward, 0), 0, "the frozen encoder still has no backward");
+    insta::assert_snapshot!("transpose_sink", mpipe::ir::text::render(&ir));
 }

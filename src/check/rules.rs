@@ -106,16 +106,17 @@ impl Ctx<'_> {
         }
     }
 
-    /// What derive supports: replicated regions only at the source, and one body skeleton
-    /// for all sharded regions.
+    /// What derive supports: replicated regions only at the ends of the cut, and one body
+    /// skeleton for all sharded regions.
     fn arrangement_rules(&mut self, schedule: &[RegionSchedule], cut: &ast::CutStmt, stmt: &ast::ScheduleStmt) {
-        for (i, s) in schedule.iter().enumerate().skip(1) {
-            if s.skeleton.layout() == Layout::Replicated && schedule[i - 1].skeleton.layout() == Layout::Sharded {
+        let sharded_at = |i: usize| schedule.get(i).is_some_and(|s| s.skeleton.layout() == Layout::Sharded);
+        for (i, s) in schedule.iter().enumerate() {
+            if i > 0 && s.skeleton.layout() == Layout::Replicated && sharded_at(i - 1) && sharded_at(i + 1) {
                 self.error(Error::UnsupportedArrangement {
                     span: cut.regions[i].span,
-                    message: "a replicated region after a sharded one".into(),
-                    label: "replicated, downstream of the pipeline".into(),
-                    help: "mpipec derives `transpose` at the source: cut the replicated region first (a sink-side replicated region is not supported yet)".into(),
+                    message: "a replicated region between sharded regions".into(),
+                    label: "replicated, inside the pipeline".into(),
+                    help: "a replicated region comes first (an encoder at the source) or last (at the sink): move it to an end of the cut, or make it sharded".into(),
                 });
             }
         }

@@ -30,55 +30,79 @@ pub struct Derived {
 
 pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
     let by_microbatch = plan.owner.as_ref().is_none_or(|o| *o == OwnerSpec::ByMicrobatch);
-    let replicated = plan.schedule.iter().any(|s| s.skeleton.layout() == Layout::Replicated);
-    if !(replicated && by_microbatch) {
-        return derive_once(plan, costs);
+    let replicated: Vec<usize> =
+        (0..plan.schedule.len()).filter(|&i| plan.schedule[i].skeleton.layout() == Layout::Replicated).collect();
+    if !by_microbatch || replicated.is_empty() {
+        return derive_once(plan, costs, &Choice::default());
     }
-    // `by_microbatch`: the greedy min-max map and the round-robin maps, each placed slot by
-    // slot and timed on the simulated step; the fastest wins (ties: the greedy one). They are
-    // timed with the encoder frozen, so the choice, like the forward schedule, is the same
-    // whether the encoder trains or not.
+    // `by_microbatch`: candidate owner maps — for the encoder the greedy min-max map, for both
+    // the round-robin maps (and for a sink, all on the last body rank) — each placed slot by
+    // slot and timed on the simulated step; the fastest wins (ties: the first). The encoder's
+    // candidates are timed with the encoder frozen, so its choice, like the forward schedule,
+    // is the same whether the encoder trains or not.
     let m = plan.batch.microbatches as u32;
     let p = plan.cluster.pp as u32;
-    let forward_only = Plan {
-        model: crate::check::spec::Model {
-            parts: plan
-                .model
-                .parts
-                .iter()
-                .map(|part| crate::check::spec::Part { frozen: part.frozen || part.arch.is_encoder(), ..part.clone() })
-                .collect(),
-            ..plan.model.clone()
-        },
-        ..plan.clone()
-    };
-    let greedy = derive_once(&forward_only, costs);
-    let greedy_owners = greedy.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
-    let candidates =
-        [greedy_owners, (0..m).map(|mb| mb % p).collect(), (0..m).map(|mb| p - 1 - mb % p).collect::<Vec<u32>>()];
-    let stages: Vec<std::ops::Range<u64>> = greedy.placement.stages.iter().map(|s| s.layers.clone()).collect();
-    let timed = |owners: &Vec<u32>| {
-        let explicit = Plan {
-            owner: Some(OwnerSpec::Explicit(owners.iter().map(|r| u64::from(*r)).collect())),
-            ..forward_only.clone()
+    let round_robin: Vec<u32> = (0..m).map(|mb| mb % p).collect();
+    let reversed: Vec<u32> = (0..m).map(|mb| p - 1 - mb % p).collect();
+    let mut choice = Choice::default();
+    let has_encoder = replicated.first() == Some(&0);
+    let has_sink = replicated.last().is_some_and(|&i| i > 0);
+    if has_encoder {
+        let forward_only = Plan {
+            model: crate::check::spec::Model {
+                parts: plan
+                    .model
+                    .parts
+                    .iter()
+                    .map(|part| crate::check::spec::Part {
+                        frozen: part.frozen || part.arch.is_encoder(),
+                        ..part.clone()
+                    })
+                    .collect(),
+                ..plan.model.clone()
+            },
+            ..plan.clone()
         };
-        let d = derive_once(&explicit, costs);
+        let probe = Choice { encoder: None, sink: has_sink.then(|| round_robin.clone()) };
+        let greedy = derive_once(&forward_only, costs, &probe).transpose.map(|t| t.owners).unwrap_or_default();
+        let best = fastest(&[greedy, round_robin.clone(), reversed.clone()], costs, |owners| {
+            derive_once(&forward_only, costs, &Choice { encoder: Some(owners.clone()), sink: probe.sink.clone() })
+        });
+        choice.encoder = Some(best);
+    }
+    if has_sink {
+        let placed = placement::place(plan, costs);
+        let last_rank = vec![placed.rank_of_body(placed.body.shape.stages() - 1); m as usize];
+        let encoder = choice.encoder.clone();
+        let best = fastest(&[round_robin, reversed, last_rank], costs, |owners| {
+            derive_once(plan, costs, &Choice { encoder: encoder.clone(), sink: Some(owners.clone()) })
+        });
+        choice.sink = Some(best);
+    }
+    derive_once(plan, costs, &choice)
+}
 
-        crate::sim::execute::execute(&d.ir, &ComputeOnly { costs, stages: &stages })
-            .map(|t| t.makespan())
-            .unwrap_or(f64::INFINITY)
-    };
+/// Owner maps fixed by derive itself, overriding the plan's `owner` per replicated region.
+#[derive(Clone, Debug, Default)]
+struct Choice {
+    encoder: Option<Vec<u32>>,
+    sink: Option<Vec<u32>>,
+}
+
+/// The candidate whose derived plan simulates fastest (compute times, transfers free).
+fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, derive_with: impl Fn(&Vec<u32>) -> Derived) -> Vec<u32> {
     let mut best = (f64::INFINITY, 0usize);
     for (i, owners) in candidates.iter().enumerate() {
-        let t = timed(owners);
+        let d = derive_with(owners);
+        let stages: Vec<std::ops::Range<u64>> = d.placement.stages.iter().map(|s| s.layers.clone()).collect();
+        let t = crate::sim::execute::execute(&d.ir, &ComputeOnly { costs, stages: &stages })
+            .map(|t| t.makespan())
+            .unwrap_or(f64::INFINITY);
         if t < best.0 * (1.0 - 1e-9) {
             best = (t, i);
         }
     }
-    let chosen = &candidates[best.1];
-    let explicit =
-        Plan { owner: Some(OwnerSpec::Explicit(chosen.iter().map(|r| u64::from(*r)).collect())), ..plan.clone() };
-    derive_once(&explicit, costs)
+    candidates[best.1].clone()
 }
 
 /// Compute durations from the cost model, transfers free: how derive times a candidate.
@@ -102,16 +126,30 @@ impl crate::sim::execute::Durations for ComputeOnly<'_> {
     }
 }
 
-fn derive_once(plan: &Plan, costs: &dyn Costs) -> Derived {
+fn derive_once(plan: &Plan, costs: &dyn Costs, choice: &Choice) -> Derived {
     let placement = placement::place(plan, costs);
     let mut g =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
     body(&mut g, &placement);
-    let transposed = placement.encoder.map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs));
+    let transposed =
+        placement.encoder.map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs, choice.encoder.as_deref()));
+    let m = placement.body.shape.microbatches;
+    let sink_owners = placement.sink.map(|sink| {
+        let owners = match (&choice.sink, &plan.owner) {
+            (Some(o), _) => o.clone(),
+            (None, Some(OwnerSpec::Explicit(list))) => list.iter().map(|r| *r as u32).collect(),
+            _ => (0..m).map(|mb| mb % placement.body.shape.ranks).collect(),
+        };
+        transpose::add_sink(&mut g, &placement, &sink, &owners, costs);
+        (placement.regions[sink.region].name.clone(), owners)
+    });
     reductions(&mut g, plan, &placement);
     g.link_chains();
     let lists = g.lower();
-    let ir = assemble(plan, &placement, transposed.as_ref(), lists);
+    let mut ir = assemble(plan, &placement, transposed.as_ref(), lists);
+    if let Some((name, owners)) = sink_owners {
+        ir.owner.insert(name, owners);
+    }
     Derived { placement, graph: g, ir, transpose: transposed }
 }
 
@@ -171,8 +209,8 @@ fn reductions(g: &mut OrderGraph, plan: &Plan, placement: &Placement) {
             }
         }
     }
-    if let Some(enc) = placement.encoder.filter(|e| e.trainable) {
-        let name = placement.regions[enc.region].name.clone();
+    for replica in [placement.encoder, placement.sink].into_iter().flatten().filter(|e| e.trainable) {
+        let name = placement.regions[replica.region].name.clone();
         collective(g, Group::Pp, &name);
         if dp {
             for r in 0..ranks {

@@ -41,7 +41,7 @@ pub struct Body {
     pub first: u32,
 }
 
-/// A replicated source region run by `transpose`.
+/// A replicated region run by `transpose`: at the source (an encoder) or at the sink.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Encoder {
     pub region: usize,
@@ -56,6 +56,8 @@ pub struct Placement {
     pub stages: Vec<Stage>,
     pub body: Body,
     pub encoder: Option<Encoder>,
+    /// A replicated region after the body (a sink-side generator or head).
+    pub sink: Option<Encoder>,
 }
 
 impl Placement {
@@ -101,13 +103,20 @@ pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
     }
     let mut stages = Vec::new();
     let mut encoder = None;
+    let mut sink = None;
     let mut first = None;
     for (i, (region, info)) in plan.cut.regions.iter().zip(&regions).enumerate() {
         let id = stages.len() as u32;
         if info.layout == Layout::Replicated {
             let Skeleton::Transpose { fill } = info.skeleton else { unreachable!("replicated means transpose") };
-            encoder = Some(Encoder { region: i, stage: id, fill, trainable: info.trainable });
-            stages.push(Stage { id, region: i, rank: None, layers: region.layers.clone(), backward: info.trainable });
+            let replica = Encoder { region: i, stage: id, fill, trainable: info.trainable };
+            if first.is_none() {
+                encoder = Some(replica)
+            } else {
+                sink = Some(replica)
+            }
+            let backward = region.layers.end > first_trainable;
+            stages.push(Stage { id, region: i, rank: None, layers: region.layers.clone(), backward });
             continue;
         }
         let first_id = *first.get_or_insert(id);
@@ -137,7 +146,7 @@ pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
         mapping: skeletons::mapping(skeleton),
         first: first.expect("the checker admits only plans with a sharded region (E0313)"),
     };
-    Placement { regions, stages, body, encoder }
+    Placement { regions, stages, body, encoder, sink }
 }
 
 /// Splits `layers` into `count` contiguous stages minimising the costliest stage (forward

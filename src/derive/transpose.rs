@@ -30,7 +30,14 @@ pub struct Transposed {
     pub work: Vec<f64>,
 }
 
-pub fn add(g: &mut OrderGraph, plan: &Plan, placement: &Placement, enc: &Encoder, costs: &dyn Costs) -> Transposed {
+pub fn add(
+    g: &mut OrderGraph,
+    plan: &Plan,
+    placement: &Placement,
+    enc: &Encoder,
+    costs: &dyn Costs,
+    fixed: Option<&[u32]>,
+) -> Transposed {
     let ranks = placement.body.shape.ranks;
     let m = placement.body.shape.microbatches;
     let first = placement.body.first;
@@ -51,7 +58,10 @@ pub fn add(g: &mut OrderGraph, plan: &Plan, placement: &Placement, enc: &Encoder
     let deadline: Vec<f64> =
         (0..m).map(|mb| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()])).collect();
     let work: Vec<f64> = (0..m).map(|mb| costs.forward(enc_layers.clone(), mb)).collect();
-    let spec = plan.owner.clone().unwrap_or(OwnerSpec::ByMicrobatch);
+    let spec = match fixed {
+        Some(owners) => OwnerSpec::Explicit(owners.iter().map(|r| u64::from(*r)).collect()),
+        None => plan.owner.clone().unwrap_or(OwnerSpec::ByMicrobatch),
+    };
     let assignment = owner::assign(&spec, ranks, &Load { gaps: &gaps, work: &work, deadline: &deadline });
     let owners = assignment.owners;
 
@@ -144,4 +154,49 @@ fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> (Vec<
     )
     .expect("canonical body orders have no cycle");
     (times.start, times.end)
+}
+
+/// A replicated region after the body: each microbatch's output of the last body stage goes
+/// to its owner, which runs the region's forward and, when anything is trainable, at once its
+/// backward, and sends the gradient back to the last body stage. On the owner the pair goes
+/// where the body-only schedule says the activation arrives, so nothing it waits for comes
+/// after it.
+pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Encoder, owners: &[u32], costs: &dyn Costs) {
+    let m = placement.body.shape.microbatches;
+    let last = placement.body.first + placement.body.shape.stages() - 1;
+    let backward = placement.stages[sink.stage as usize].backward;
+    let (start, end) = body_times(g, placement, costs);
+    let mut arrivals: Vec<(f64, u32)> = (0..m).map(|mb| (end[g.index_of(Op::Forward, last, mb).index()], mb)).collect();
+    arrivals.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // Insert in arrival order; positions refer to the chains before any insertion.
+    let mut inserts: Vec<Vec<(usize, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
+    for (arrival, mb) in arrivals {
+        let owner = owners[mb as usize];
+        let producer = g.index_of(Op::Forward, last, mb);
+        let forward = g.node(Instr::compute(Op::Forward, sink.stage, mb), Some(owner));
+        g.data(producer, forward, Dir::Act);
+        let chain = &g.chains[owner as usize];
+        let mut at = chain.iter().position(|n| start[n.index()] >= arrival).unwrap_or(chain.len());
+        if let Some(pos) = chain.iter().position(|n| *n == producer) {
+            at = at.max(pos + 1);
+        }
+        inserts[owner as usize].push((at, forward));
+        if backward {
+            let grad = g.node(Instr::compute(Op::Backward, sink.stage, mb), Some(owner));
+            g.data(forward, grad, Dir::Act);
+            let consumer = g
+                .find(Op::BackwardInput, last, mb)
+                .or_else(|| g.find(Op::Backward, last, mb))
+                .expect("the body runs backward");
+            g.data(grad, consumer, Dir::Grad);
+            inserts[owner as usize].push((at, grad));
+        }
+    }
+    for (r, list) in inserts.into_iter().enumerate() {
+        let mut list = list;
+        list.sort_by_key(|(at, _)| *at);
+        for (offset, (at, node)) in list.into_iter().enumerate() {
+            g.chains[r].insert(at + offset, node);
+        }
+    }
 }
