@@ -11,6 +11,7 @@ pub mod derive;
 pub mod diagnostics;
 pub mod error;
 pub mod fmt;
+pub mod ide;
 pub mod ir;
 pub mod overrides;
 pub mod parse;

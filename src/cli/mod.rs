@@ -6,6 +6,7 @@ mod check;
 mod explain;
 mod format;
 mod loader;
+mod lsp;
 mod output;
 mod report;
 mod sim;
@@ -90,6 +91,8 @@ enum Command {
         #[arg(long)]
         compare: bool,
     },
+    /// Run the language server over stdio (for editors)
+    Lsp,
     /// Print the long explanation of a diagnostic code
     Explain { code: String },
     /// Derive the per-rank plan and write plan.json, plan.txt and schedule.csv
@@ -114,6 +117,7 @@ pub fn main() -> ExitCode {
         Command::Check { files } => check::run(&cli.global, files),
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
+        Command::Lsp => lsp::run(),
         Command::Sim { plan, json, compare } => sim::run(&cli.global, plan, *json, *compare),
         Command::Build { plan, out, force } => build::run(&cli.global, plan, out, *force),
     };

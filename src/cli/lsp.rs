@@ -1,0 +1,302 @@
+//! `mpipec lsp`: a language server over stdio (rust-analyzer's `lsp-server`). Diagnostics on
+//! open and change, hover, go to definition (into the standard library too), completion and
+//! formatting, all from the compiler core (`mpipe::ide`, `mpipe::fmt`). Positions are UTF-16,
+//! as LSP says.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use lsp_server::{Connection, Message, Notification, Request, Response};
+use lsp_types as lsp;
+use mpipe::diagnostics::{Diagnostic, Severity};
+use mpipe::resolve::loader::{Loader, ResolveError, Resolved};
+use mpipe::span::{FileId, SourceFile, Span};
+
+use super::loader::FsLoader;
+
+struct Server {
+    /// Open documents by file path, with their text.
+    docs: BTreeMap<String, String>,
+    /// Where the standard library is written for go-to-definition.
+    stdlib_dir: PathBuf,
+}
+
+/// Files from disk, except those open in the editor: their unsaved text wins.
+struct Overlay<'a> {
+    fs: FsLoader,
+    docs: &'a BTreeMap<String, String>,
+}
+
+impl Loader for Overlay<'_> {
+    fn resolve(&self, from: &str, relative: &str) -> Result<Resolved, ResolveError> {
+        self.fs.resolve(from, relative)
+    }
+
+    fn read(&self, key: &str) -> Result<Vec<u8>, String> {
+        match self.docs.get(key) {
+            Some(text) => Ok(text.clone().into_bytes()),
+            None => self.fs.read(key),
+        }
+    }
+}
+
+fn path_of(uri: &lsp::Uri) -> String {
+    let raw = uri.path().as_str();
+    let mut out = Vec::with_capacity(raw.len());
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&raw[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn uri_of(path: &str) -> Option<lsp::Uri> {
+    let encoded: String = path.chars().map(|c| if c == ' ' { "%20".to_string() } else { c.to_string() }).collect();
+    format!("file://{encoded}").parse().ok()
+}
+
+fn position(file: &SourceFile, offset: usize) -> lsp::Position {
+    let (line, character) = file.line_col_utf16(offset);
+    lsp::Position { line: line as u32, character: character as u32 }
+}
+
+fn range(file: &SourceFile, span: Span) -> lsp::Range {
+    lsp::Range { start: position(file, span.start as usize), end: position(file, span.end as usize) }
+}
+
+impl Server {
+    fn check(&self, path: &str) -> Option<mpipe::Checked> {
+        let text = self.docs.get(path)?;
+        let (fs, key) = FsLoader::for_plan(Path::new(path), false).ok()?;
+        let mut docs = self.docs.clone();
+        docs.insert(key.clone(), text.clone());
+        let loader = Overlay { fs, docs: &docs };
+        Some(mpipe::check(&key, path, text.clone().into_bytes(), &loader))
+    }
+
+    /// The file a span lives in, as a path an editor can open (the stdlib is written out).
+    fn file_path(&self, checked: &mpipe::Checked, file: FileId) -> Option<String> {
+        let name = &checked.program.sources.get(file).name;
+        if let Some(rest) = name.strip_prefix("<std>/") {
+            std::fs::create_dir_all(&self.stdlib_dir).ok()?;
+            let path = self.stdlib_dir.join(rest);
+            if !path.exists() {
+                std::fs::write(&path, &checked.program.sources.get(file).text).ok()?;
+            }
+            return Some(path.to_string_lossy().into_owned());
+        }
+        let module = checked.program.module_of_file(file)?;
+        Some(checked.program.modules[module].key.clone())
+    }
+
+    fn diagnostics(&self, path: &str) -> Vec<lsp::Diagnostic> {
+        let Some(checked) = self.check(path) else { return Vec::new() };
+        let root = checked.program.root().file;
+        let all = checked.all_diagnostics();
+        all.iter().filter(|d| d.position().is_none_or(|s| s.file == root)).map(|d| self.to_lsp(&checked, d)).collect()
+    }
+
+    fn to_lsp(&self, checked: &mpipe::Checked, d: &Diagnostic) -> lsp::Diagnostic {
+        let sources = &checked.program.sources;
+        let primary = d.position();
+        let r = primary.map(|s| range(sources.get(s.file), s)).unwrap_or_default();
+        let mut message = d.message.clone();
+        if let Some(label) = d.labels.iter().find(|l| l.primary).filter(|l| !l.message.is_empty()) {
+            message.push_str(&format!(": {}", label.message));
+        }
+        for n in &d.notes {
+            message.push_str(&format!("\nnote: {n}"));
+        }
+        if let Some(h) = &d.help {
+            message.push_str(&format!("\nhelp: {h}"));
+        }
+        let related: Vec<lsp::DiagnosticRelatedInformation> = d
+            .labels
+            .iter()
+            .filter(|l| !l.primary)
+            .filter_map(|l| {
+                let uri = uri_of(&self.file_path(checked, l.span.file)?)?;
+                Some(lsp::DiagnosticRelatedInformation {
+                    location: lsp::Location { uri, range: range(sources.get(l.span.file), l.span) },
+                    message: l.message.clone(),
+                })
+            })
+            .collect();
+        lsp::Diagnostic {
+            range: r,
+            severity: Some(if d.severity == Severity::Error {
+                lsp::DiagnosticSeverity::ERROR
+            } else {
+                lsp::DiagnosticSeverity::WARNING
+            }),
+            code: Some(lsp::NumberOrString::String(d.code.as_str().to_string())),
+            source: Some("mpipec".into()),
+            message,
+            related_information: (!related.is_empty()).then_some(related),
+            ..Default::default()
+        }
+    }
+
+    fn publish(&self, connection: &Connection, uri: &lsp::Uri) {
+        let path = path_of(uri);
+        let params =
+            lsp::PublishDiagnosticsParams { uri: uri.clone(), diagnostics: self.diagnostics(&path), version: None };
+        let _ = connection
+            .sender
+            .send(Message::Notification(Notification::new("textDocument/publishDiagnostics".into(), params)));
+    }
+
+    /// The checked document and the byte offset of an LSP position in it.
+    fn at(&self, uri: &lsp::Uri, pos: lsp::Position) -> Option<(mpipe::Checked, FileId, usize)> {
+        let checked = self.check(&path_of(uri))?;
+        let file = checked.program.root().file;
+        let offset = checked.program.sources.get(file).offset_of_utf16(pos.line as usize, pos.character as usize);
+        Some((checked, file, offset))
+    }
+
+    fn request(&self, req: &Request) -> serde_json::Value {
+        let null = serde_json::Value::Null;
+        match req.method.as_str() {
+            "textDocument/hover" => {
+                let Ok(p) = serde_json::from_value::<lsp::HoverParams>(req.params.clone()) else { return null };
+                let d = p.text_document_position_params;
+                let Some((checked, file, offset)) = self.at(&d.text_document.uri, d.position) else { return null };
+                let Some((span, text)) = mpipe::ide::hover(&checked, file, offset) else { return null };
+                let hover = lsp::Hover {
+                    contents: lsp::HoverContents::Markup(lsp::MarkupContent {
+                        kind: lsp::MarkupKind::Markdown,
+                        value: text,
+                    }),
+                    range: Some(range(checked.program.sources.get(file), span)),
+                };
+                serde_json::to_value(hover).unwrap_or(null)
+            }
+            "textDocument/definition" => {
+                let Ok(p) = serde_json::from_value::<lsp::GotoDefinitionParams>(req.params.clone()) else {
+                    return null;
+                };
+                let d = p.text_document_position_params;
+                let Some((checked, file, offset)) = self.at(&d.text_document.uri, d.position) else { return null };
+                let Some(span) = mpipe::ide::definition(&checked, file, offset) else { return null };
+                let Some(uri) = self.file_path(&checked, span.file).and_then(|p| uri_of(&p)) else { return null };
+                let location = lsp::Location { uri, range: range(checked.program.sources.get(span.file), span) };
+                serde_json::to_value(lsp::GotoDefinitionResponse::Scalar(location)).unwrap_or(null)
+            }
+            "textDocument/completion" => {
+                let Ok(p) = serde_json::from_value::<lsp::CompletionParams>(req.params.clone()) else { return null };
+                let d = p.text_document_position;
+                let path = path_of(&d.text_document.uri);
+                let Some(text) = self.docs.get(&path) else { return null };
+                let checked = self.check(&path);
+                let source = SourceFile::new(path.clone(), text.clone());
+                let offset = source.offset_of_utf16(d.position.line as usize, d.position.character as usize);
+                let file = checked.as_ref().map_or(FileId(0), |c| c.program.root().file);
+                let items: Vec<lsp::CompletionItem> = mpipe::ide::completions(checked.as_ref(), file, text, offset)
+                    .into_iter()
+                    .map(|c| lsp::CompletionItem {
+                        label: c.label,
+                        kind: Some(match c.kind {
+                            mpipe::ide::CompletionKind::Keyword => lsp::CompletionItemKind::KEYWORD,
+                            mpipe::ide::CompletionKind::Skeleton => lsp::CompletionItemKind::FUNCTION,
+                            mpipe::ide::CompletionKind::Owner => lsp::CompletionItemKind::ENUM_MEMBER,
+                            mpipe::ide::CompletionKind::Field => lsp::CompletionItemKind::FIELD,
+                            mpipe::ide::CompletionKind::Name => lsp::CompletionItemKind::REFERENCE,
+                            mpipe::ide::CompletionKind::Module => lsp::CompletionItemKind::MODULE,
+                        }),
+                        detail: Some(c.detail),
+                        ..Default::default()
+                    })
+                    .collect();
+                serde_json::to_value(lsp::CompletionResponse::Array(items)).unwrap_or(null)
+            }
+            "textDocument/formatting" => {
+                let Ok(p) = serde_json::from_value::<lsp::DocumentFormattingParams>(req.params.clone()) else {
+                    return null;
+                };
+                let path = path_of(&p.text_document.uri);
+                let Some(text) = self.docs.get(&path) else { return null };
+                let Ok(formatted) = mpipe::fmt::format(text) else { return null };
+                let source = SourceFile::new(path, text.clone());
+                let edit = lsp::TextEdit {
+                    range: lsp::Range { start: lsp::Position::default(), end: position(&source, text.len()) },
+                    new_text: formatted,
+                };
+                serde_json::to_value(vec![edit]).unwrap_or(null)
+            }
+            _ => null,
+        }
+    }
+}
+
+pub fn run() -> u8 {
+    let (connection, io) = Connection::stdio();
+    let capabilities = lsp::ServerCapabilities {
+        position_encoding: Some(lsp::PositionEncodingKind::UTF16),
+        text_document_sync: Some(lsp::TextDocumentSyncCapability::Kind(lsp::TextDocumentSyncKind::FULL)),
+        hover_provider: Some(lsp::HoverProviderCapability::Simple(true)),
+        definition_provider: Some(lsp::OneOf::Left(true)),
+        completion_provider: Some(lsp::CompletionOptions {
+            trigger_characters: Some(vec![":".into(), " ".into()]),
+            ..Default::default()
+        }),
+        document_formatting_provider: Some(lsp::OneOf::Left(true)),
+        ..Default::default()
+    };
+    let caps = serde_json::to_value(capabilities).expect("capabilities serialise");
+    if connection.initialize(caps).is_err() {
+        return super::EXIT_USAGE;
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let mut server =
+        Server { docs: BTreeMap::new(), stdlib_dir: cache.join("mpipec").join(format!("stdlib-{}", mpipe::VERSION)) };
+    for message in &connection.receiver {
+        match message {
+            Message::Request(req) => {
+                if connection.handle_shutdown(&req).unwrap_or(true) {
+                    break;
+                }
+                let result = server.request(&req);
+                let _ = connection.sender.send(Message::Response(Response::new_ok(req.id, result)));
+            }
+            Message::Notification(n) => match n.method.as_str() {
+                "textDocument/didOpen" => {
+                    if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params) {
+                        server.docs.insert(path_of(&p.text_document.uri), p.text_document.text);
+                        server.publish(&connection, &p.text_document.uri);
+                    }
+                }
+                "textDocument/didChange" => {
+                    if let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params) {
+                        if let Some(change) = p.content_changes.into_iter().last() {
+                            server.docs.insert(path_of(&p.text_document.uri), change.text);
+                        }
+                        server.publish(&connection, &p.text_document.uri);
+                    }
+                }
+                "textDocument/didClose" => {
+                    if let Ok(p) = serde_json::from_value::<lsp::DidCloseTextDocumentParams>(n.params) {
+                        server.docs.remove(&path_of(&p.text_document.uri));
+                    }
+                }
+                _ => {}
+            },
+            Message::Response(_) => {}
+        }
+    }
+    drop(connection);
+    let _ = io.join();
+    0
+}
