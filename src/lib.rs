@@ -9,6 +9,7 @@ pub mod check;
 pub mod cost;
 pub mod derive;
 pub mod diagnostics;
+pub mod edit;
 pub mod error;
 pub mod fmt;
 pub mod ide;
@@ -19,6 +20,8 @@ pub mod resolve;
 pub mod sim;
 pub mod span;
 pub mod suggest;
+pub mod sweep;
+pub mod tune;
 
 use check::spec::Plan;
 use diagnostics::Diagnostic;
@@ -70,7 +73,7 @@ pub fn check_with(
     if !overrides.is_empty() && program.modules[0].ast.is_some() {
         errors.extend(overrides::apply(&mut program, overrides));
     }
-    let (plan, check_errors) = check::check(&program);
+    let (plan, check_errors) = check::check(&program, Some(loader));
     errors.extend(check_errors);
     let mut diagnostics: Vec<Diagnostic> = errors.iter().map(error::Error::to_diagnostic).collect();
     diagnostics::sort(&mut diagnostics);

@@ -45,7 +45,8 @@ fn derive_file(path: &std::path::Path) -> PlanIr {
     let root = common::root();
     let loader = {
         let mut l = MemoryLoader::new();
-        for f in common::files_under(&root.join("examples"), "mpipe") {
+        let examples = root.join("examples");
+        for f in common::files_under(&examples, "mpipe").into_iter().chain(common::files_under(&examples, "csv")) {
             let key = f.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
             l.insert(&key, &std::fs::read_to_string(&f).unwrap());
         }

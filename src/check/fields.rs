@@ -26,6 +26,8 @@ pub enum Val {
     Ref(DefId),
     Counts(Vec<u64>),
     Block(Fields),
+    /// A file's (key, display name, text), read through the loader.
+    File(String, String),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +99,13 @@ impl Fields {
     pub fn block(&self, name: &str) -> Option<&Fields> {
         match self.values.get(name).map(|c| &c.val) {
             Some(Val::Block(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    pub fn file(&self, name: &str) -> Option<(&str, &str)> {
+        match self.values.get(name).map(|c| &c.val) {
+            Some(Val::File(display, text)) => Some((display, text)),
             _ => None,
         }
     }
@@ -244,6 +253,7 @@ impl Ctx<'_> {
                 }
             },
             (Ty::Ref(kinds), ValueKind::Name(n)) => self.reference(module, n, kinds).map(Val::Ref),
+            (Ty::Path, ValueKind::String(path)) => self.read_file(module, value.span, path),
             (ty, _) => {
                 self.error(wrong(ty.describe()));
                 None
@@ -297,6 +307,30 @@ impl Ctx<'_> {
             return None;
         }
         Some(value)
+    }
+
+    /// A data file named relative to the module's file, read through the loader.
+    fn read_file(&mut self, module: usize, span: Span, path: &str) -> Option<Val> {
+        let loader = self.loader?;
+        let from = self.program.modules[module].key.clone();
+        let resolved = match loader.resolve(&from, path) {
+            Ok(r) => r,
+            Err(crate::resolve::loader::ResolveError::OutsideRoot) => {
+                self.error(Error::ImportOutsideRoot { span, path: path.into() });
+                return None;
+            }
+            Err(crate::resolve::loader::ResolveError::NotFound(reason)) => {
+                self.error(Error::FileNotFound { span, path: path.into(), reason });
+                return None;
+            }
+        };
+        match loader.read(&resolved.key).map(|b| String::from_utf8_lossy(&b).into_owned()) {
+            Ok(text) => Some(Val::File(resolved.display, text)),
+            Err(reason) => {
+                self.error(Error::FileNotFound { span, path: path.into(), reason });
+                None
+            }
+        }
     }
 
     /// Resolves a name that must stand for a definition of one of `kinds`.

@@ -24,6 +24,8 @@ pub const MAX_EVENTS: u64 = 8_000_000;
 
 pub struct Ctx<'a> {
     pub program: &'a Program,
+    /// For data files a plan names (`image_histogram`); `None` reads none.
+    pub loader: Option<&'a dyn crate::resolve::loader::Loader>,
     pub errors: Vec<Error>,
     /// `use` items that some reference went through.
     pub used: BTreeSet<Span>,
@@ -41,9 +43,10 @@ impl Ctx<'_> {
 
 /// Checks a loaded program. Returns the plan when the root module is a complete, valid plan;
 /// `None` when it has errors or is a library of definitions only.
-pub fn check(program: &Program) -> (Option<Plan>, Vec<Error>) {
+pub fn check(program: &Program, loader: Option<&dyn crate::resolve::loader::Loader>) -> (Option<Plan>, Vec<Error>) {
     let mut ctx = Ctx {
         program,
+        loader,
         errors: Vec::new(),
         used: BTreeSet::new(),
         hardware: BTreeMap::new(),

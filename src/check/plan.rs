@@ -253,11 +253,26 @@ impl Ctx<'_> {
         if !f.complete {
             return None;
         }
+        let histogram = match (f.file("image_histogram"), f.span("image_histogram")) {
+            (Some((name, text)), Some(span)) => match parse_histogram(text) {
+                Ok(h) => h,
+                Err(line) => {
+                    self.error(Error::OutOfRange {
+                        span,
+                        what: format!("line {line} of `{name}`"),
+                        requirement: "`tokens,weight` with a whole number of tokens and a weight above 0".into(),
+                    });
+                    return None;
+                }
+            },
+            _ => Vec::new(),
+        };
         Some(Batch {
             microbatches: f.count("microbatches")?,
             micro_batch_size: f.count("micro_batch_size").unwrap_or(1),
             seq_len: f.count("seq_len")?,
             image_tokens: f.counts("image_tokens").unwrap_or_default(),
+            histogram,
         })
     }
 
@@ -631,3 +646,26 @@ fn full_cut(ctx: &Ctx, stmt: &ast::CutStmt, model: &Model, offsets: &[u64], cove
 }
 
 use super::rules;
+
+/// `tokens,weight` lines (a header line and `#` comments allowed); `Err` carries the 1-based
+/// number of the first bad line.
+fn parse_histogram(text: &str) -> Result<Vec<(u64, f64)>, usize> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty()
+            || line.starts_with('#')
+            || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic()))
+        {
+            continue;
+        }
+        let (t, w) = line.split_once(',').ok_or(i + 1)?;
+        let tokens: u64 = t.trim().parse().map_err(|_| i + 1)?;
+        let weight: f64 = w.trim().parse().map_err(|_| i + 1)?;
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(i + 1);
+        }
+        out.push((tokens, weight));
+    }
+    if out.is_empty() { Err(1) } else { Ok(out) }
+}

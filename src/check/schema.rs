@@ -23,6 +23,8 @@ pub enum Ty {
         min: u64,
     },
     Block(&'static Schema),
+    /// A string naming a file, relative to the plan.
+    Path,
 }
 
 impl Ty {
@@ -37,6 +39,7 @@ impl Ty {
             Ty::Ref(kinds) => format!("the name of a {} definition", crate::resolve::kind_word(kinds)),
             Ty::CountOrList { .. } => "a whole number or a list of them".into(),
             Ty::Block(_) => "a block `{ … }`".into(),
+            Ty::Path => "a file name in quotes".into(),
         }
     }
 
@@ -54,6 +57,7 @@ impl Ty {
             Ty::Choice(c) => c[0].into(),
             Ty::Ref(_) => "name".into(),
             Ty::Block(_) => "{ … }".into(),
+            Ty::Path => "\"tokens.csv\"".into(),
         }
     }
 }
@@ -205,6 +209,11 @@ pub static BATCH: Schema = Schema {
         opt("micro_batch_size", POSITIVE, "sequences per microbatch (default 1)"),
         req("seq_len", POSITIVE, "LLM tokens per sequence, image features included"),
         opt("image_tokens", Ty::CountOrList { min: 0 }, "encoder tokens per sequence, or a list, one per microbatch"),
+        opt(
+            "image_histogram",
+            Ty::Path,
+            "a CSV of `tokens,weight` lines: the distribution `sim --samples` draws image tokens from",
+        ),
     ],
 };
 

@@ -8,11 +8,17 @@ use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
 /// Loads and checks one plan from disk; `Err` is an I/O problem with the plan file itself.
 pub fn load(global: &Global, path: &Path) -> Result<mpipe::Checked, String> {
+    load_with(global, path, &[])
+}
+
+/// [`load`] with more overrides after the global `--set`s.
+pub fn load_with(global: &Global, path: &Path, extra: &[(String, String)]) -> Result<mpipe::Checked, String> {
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
     let (loader, key) = FsLoader::for_plan(path, global.allow_outside)
         .map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
-    Ok(mpipe::check_with(&key, &path.to_string_lossy(), bytes, &loader, &global.set))
+    let overrides: Vec<(String, String)> = global.set.iter().chain(extra).cloned().collect();
+    Ok(mpipe::check_with(&key, &path.to_string_lossy(), bytes, &loader, &overrides))
 }
 
 pub fn run(global: &Global, files: &[PathBuf]) -> u8 {

@@ -10,6 +10,8 @@ mod lsp;
 mod output;
 mod report;
 mod sim;
+mod sweep;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -61,6 +63,12 @@ pub enum MessageFormat {
     Json,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TuneObjective {
+    StepTime,
+    Mfu,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Check plans and report every diagnostic
@@ -90,6 +98,54 @@ enum Command {
         /// HyperParallel, round-robin transpose; other skeletons for plans without an encoder)
         #[arg(long)]
         compare: bool,
+        /// Also run the schedule on this many batches drawn from the image-token distribution
+        #[arg(long)]
+        samples: Option<usize>,
+        /// Seed of the draw
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Simulate the plan over a range of values: a table, and with -o a plot (sweep.svg)
+    Sweep {
+        plan: std::path::PathBuf,
+        /// KEY=RANGE, KEY as in --set: `batch.image_tokens=1024..65536*2`, `cluster.pp=2..8+2`,
+        /// `owner=by_microbatch,round_robin` (repeatable: every combination)
+        #[arg(long, required = true)]
+        vary: Vec<String>,
+        /// Also simulate the baselines at every point
+        #[arg(long)]
+        compare: bool,
+        /// Print {"points": [...]} with every point's full report
+        #[arg(long)]
+        json: bool,
+        /// Write sweep.svg and sweep.json into this directory
+        #[arg(short, long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Search pp·dp·tp, skeletons, encoder cuts, owners and microbatch sizes for the fastest plan
+    Tune {
+        plan: std::path::PathBuf,
+        /// Devices to plan for (default: the plan's)
+        #[arg(long)]
+        devices: Option<u64>,
+        #[arg(long, value_enum, default_value = "step-time")]
+        objective: TuneObjective,
+        /// Per-device memory a candidate may use (default: the device's HBM), e.g. 60GiB
+        #[arg(long, value_parser = tune::parse_bytes)]
+        memory_limit: Option<f64>,
+        /// How many candidates to print
+        #[arg(long, default_value_t = 5)]
+        top: usize,
+        /// Seed of the sample when the space is too large to search whole
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Write the best plan, in canonical form, to this file
+        #[arg(short, long)]
+        out: Option<std::path::PathBuf>,
+        /// Compare the plan's static schedule with one derived per batch, over this many
+        /// batches drawn from the image-token distribution
+        #[arg(long)]
+        per_batch: Option<usize>,
     },
     /// Run the language server over stdio (for editors)
     Lsp,
@@ -118,7 +174,29 @@ pub fn main() -> ExitCode {
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
         Command::Lsp => lsp::run(),
-        Command::Sim { plan, json, compare } => sim::run(&cli.global, plan, *json, *compare),
+        Command::Tune { plan, devices, objective, memory_limit, top, seed, out, per_batch } => tune::run(
+            &cli.global,
+            plan,
+            &tune::Options {
+                devices: *devices,
+                objective: if *objective == TuneObjective::Mfu {
+                    mpipe::tune::Objective::Mfu
+                } else {
+                    mpipe::tune::Objective::StepTime
+                },
+                memory_limit: *memory_limit,
+                top: *top,
+                out: out.as_deref(),
+                seed: *seed,
+                per_batch: *per_batch,
+            },
+        ),
+        Command::Sweep { plan, vary, compare, json, out } => {
+            sweep::run(&cli.global, plan, vary, *compare, *json, out.as_deref())
+        }
+        Command::Sim { plan, json, compare, samples, seed } => {
+            sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
+        }
         Command::Build { plan, out, force } => build::run(&cli.global, plan, out, *force),
     };
     ExitCode::from(status)

@@ -42,7 +42,28 @@ fn sibling(out: &Path, tag: &str) -> PathBuf {
     out.with_file_name(format!(".{name}.{tag}-{}", std::process::id()))
 }
 
+/// Writes `files` into `out`; with `merge`, mpipec's other files already there are kept.
 pub fn write_atomically(out: &Path, files: &[Artifact], force: bool) -> Result<(), String> {
+    write_files(out, files, force, false)
+}
+
+pub fn write_merged(out: &Path, files: &[Artifact], force: bool) -> Result<(), String> {
+    write_files(out, files, force, true)
+}
+
+fn write_files(out: &Path, files: &[Artifact], force: bool, merge: bool) -> Result<(), String> {
+    let mut files: Vec<Artifact> = files.to_vec();
+    if merge {
+        for old in manifest_of(out).unwrap_or_default() {
+            if !files.iter().any(|f| f.path == old)
+                && let Ok(contents) = fs::read_to_string(out.join(&old))
+            {
+                files.push(Artifact { path: old, contents });
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    let files = &files[..];
     let shown = out.display();
     let existing = if out.exists() {
         if !out.is_dir() {

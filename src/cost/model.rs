@@ -73,6 +73,16 @@ impl CostModel {
         (flops / (hw.peak_bf16 * self.plan.cluster.efficiency * tp)).max(bytes / (hw.hbm_bandwidth * tp))
     }
 
+    /// Tensor parallelism's two all-reduces of the layer's activations per pass (after the
+    /// attention and after the MLP), on the intra-node link, not overlapped.
+    fn tensor_parallel_time(&self, layer: u64, mb: u32) -> f64 {
+        let c = &self.plan.cluster;
+        if c.tp <= 1 {
+            return 0.0;
+        }
+        2.0 * self.all_reduce(self.layer(layer, mb).output, c.tp, &c.hardware.intra_node)
+    }
+
     fn part_of(&self, layer: u64) -> &crate::check::spec::Part {
         &self.plan.model.parts[self.layers[layer as usize].0]
     }
@@ -195,7 +205,7 @@ impl Costs for CostModel {
                 Some(t) => t,
                 None => {
                     let c = self.layer(l, mb);
-                    self.roofline(c.flops, c.bytes)
+                    self.roofline(c.flops, c.bytes) + self.tensor_parallel_time(l, mb)
                 }
             })
             .sum()
@@ -220,6 +230,7 @@ impl Costs for CostModel {
                         let c = self.layer(l, mb);
                         let scores = c.flops - c.weight_flops;
                         self.roofline(c.weight_flops + 2.0 * scores + c.recompute_flops, c.bytes)
+                            + self.tensor_parallel_time(l, mb)
                     }
                 }
             })

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod costs;
 pub mod execute;
 pub mod report;
+pub mod samples;
 pub mod timeline;
 
 use petgraph::Direction;

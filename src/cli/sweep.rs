@@ -1,0 +1,145 @@
+//! `mpipec sweep PLAN --vary KEY=RANGE [--vary …] [--compare] [--json] [-o OUT]`
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use mpipe::sweep::{self, Point};
+
+use super::report::Reporter;
+use super::{EXIT_INPUT, EXIT_USAGE, Global};
+
+pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json: bool, out: Option<&Path>) -> u8 {
+    let mut reporter = Reporter::new(global);
+    let parsed: Result<Vec<sweep::Vary>, String> = varies.iter().map(|v| sweep::parse_vary(v)).collect();
+    let grid = match parsed.and_then(|v| sweep::grid(&v)) {
+        Ok(g) => g,
+        Err(e) => {
+            reporter.plain_error(&e);
+            reporter.finish();
+            return EXIT_USAGE;
+        }
+    };
+    // The plan as written must be valid: a sweep varies a working plan.
+    match super::check::load(global, plan) {
+        Err(message) => {
+            reporter.plain_error(&message);
+            reporter.finish();
+            return EXIT_USAGE;
+        }
+        Ok(c) if c.plan.is_none() => {
+            reporter.emit(&c.diagnostics, &c.program.sources);
+            reporter.finish();
+            return EXIT_INPUT;
+        }
+        Ok(_) => {}
+    }
+    let total = grid.len();
+    let started = std::time::Instant::now();
+    let mut points = Vec::with_capacity(total);
+    for (i, values) in grid.into_iter().enumerate() {
+        if started.elapsed().as_secs_f64() > 1.0 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprint!("\r  sweeping {}/{total}", i + 1);
+        }
+        points.push(point(global, plan, values, compare));
+    }
+    if started.elapsed().as_secs_f64() > 1.0 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!();
+    }
+    reporter.finish();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "points": points })).expect("points serialise")
+        );
+    } else {
+        print!("{}", table(&points));
+    }
+    if let Some(out) = out {
+        let mut data =
+            serde_json::to_string_pretty(&serde_json::json!({ "points": points })).expect("points serialise");
+        data.push('\n');
+        let files = vec![
+            mpipe::build::Artifact {
+                path: "sweep.svg".into(),
+                contents: sweep::svg(&points, &format!("{} — {}", plan.display(), varies.join(", "))),
+            },
+            mpipe::build::Artifact { path: "sweep.json".into(), contents: data },
+        ];
+        if let Err(message) = super::output::write_merged(out, &files, false) {
+            let mut r = Reporter::new(global);
+            r.plain_error(&message);
+            r.finish();
+            return EXIT_USAGE;
+        }
+        eprintln!("wrote {} (sweep.svg, sweep.json)", out.display());
+    }
+    0
+}
+
+fn point(global: &Global, plan: &Path, values: Vec<(String, String)>, compare: bool) -> Point {
+    let fail = |values, error: String| Point { values, report: None, error: Some(error) };
+    let checked = match super::check::load_with(global, plan, &values) {
+        Ok(c) => c,
+        Err(e) => return fail(values, e),
+    };
+    let Some(spec) = checked.plan else {
+        let first =
+            checked.diagnostics.iter().find(|d| d.is_error()).map(|d| format!("{}: {}", d.code.as_str(), d.message));
+        return fail(values, first.unwrap_or_else(|| "not a plan".into()));
+    };
+    let derived = match mpipe::build::derive_checked(&spec) {
+        Ok(d) => d,
+        Err(e) => return fail(values, format!("internal error: {}", e.problems.join("; "))),
+    };
+    let mut report = mpipe::build::simulate(&spec, &derived).report;
+    if compare {
+        report.compare = mpipe::sim::compare::compare(&spec, report.step_time_s);
+    }
+    Point { values, report: Some(report), error: None }
+}
+
+fn table(points: &[Point]) -> String {
+    let mut out = String::new();
+    let Some(first) = points.first() else { return out };
+    let keys: Vec<&str> = first.values.iter().map(|(k, _)| k.as_str()).collect();
+    let baselines: Vec<String> = points
+        .iter()
+        .find_map(|p| p.report.as_ref())
+        .map(|r| r.compare.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default();
+    for k in &keys {
+        let _ = write!(out, "{k:>22} ");
+    }
+    let _ = write!(out, "{:>11} {:>10} {:>8} {:>6}", "step", "max spill", "MFU", "fits");
+    for b in &baselines {
+        let _ = write!(out, " {:>22}", format!("vs {b}"));
+    }
+    out.push('\n');
+    for p in points {
+        for (_, v) in &p.values {
+            let _ = write!(out, "{v:>22} ");
+        }
+        match (&p.report, &p.error) {
+            (Some(r), _) => {
+                let spill = r.ranks.iter().map(|x| x.spill_s).fold(0.0, f64::max);
+                let _ = write!(
+                    out,
+                    "{:>9.3} s {:>8.3} s {:>6.1} % {:>6}",
+                    r.step_time_s,
+                    spill,
+                    100.0 * r.mfu,
+                    if p.fits() { "yes" } else { "no" }
+                );
+                for c in &r.compare {
+                    let _ = write!(out, " {:>21.2}x", c.speedup);
+                }
+            }
+            (None, Some(e)) => {
+                let _ = write!(out, "  {e}");
+            }
+            (None, None) => {}
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,100 @@
+//! Variable load: the one static schedule, derived once, simulated across sampled batches
+//! whose microbatches draw their image tokens from the plan's distribution (`image_histogram`,
+//! else the `image_tokens` list taken as an empirical distribution) — next to the per-batch
+//! optimum, a schedule derived afresh for each batch.
+
+use serde::Serialize;
+
+use super::costs::SimCosts;
+use super::execute;
+use crate::check::spec::Plan;
+use crate::cost::model::CostModel;
+use crate::derive::Derived;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stats {
+    pub samples: usize,
+    pub mean_s: f64,
+    pub p50_s: f64,
+    pub p95_s: f64,
+    pub max_s: f64,
+}
+
+fn stats(mut times: Vec<f64>) -> Stats {
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    let at = |q: f64| times[((q * (n - 1) as f64).round() as usize).min(n - 1)];
+    Stats {
+        samples: n,
+        mean_s: times.iter().sum::<f64>() / n as f64,
+        p50_s: at(0.5),
+        p95_s: at(0.95),
+        max_s: times[n - 1],
+    }
+}
+
+/// `n` batches of per-microbatch image tokens, drawn with a seeded generator.
+pub fn draw(plan: &Plan, n: usize, seed: u64) -> Vec<Vec<u64>> {
+    let b = &plan.batch;
+    let dist: Vec<(u64, f64)> =
+        if !b.histogram.is_empty() { b.histogram.clone() } else { b.image_tokens.iter().map(|t| (*t, 1.0)).collect() };
+    let total: f64 = dist.iter().map(|(_, w)| w).sum();
+    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+    let mut uniform = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|_| {
+            (0..b.microbatches)
+                .map(|_| {
+                    if dist.is_empty() {
+                        return 0;
+                    }
+                    let mut x = uniform() * total;
+                    for (t, w) in &dist {
+                        if x < *w {
+                            return *t;
+                        }
+                        x -= w;
+                    }
+                    dist[dist.len() - 1].0
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn with_tokens(plan: &Plan, tokens: &[u64]) -> Plan {
+    let mut p = plan.clone();
+    p.batch.image_tokens = tokens.to_vec();
+    p
+}
+
+/// The static schedule `derived` run on each batch.
+pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> Stats {
+    let times = batches
+        .iter()
+        .map(|tokens| {
+            let model = CostModel::new(&with_tokens(plan, tokens));
+            let costs = SimCosts::new(&model, &derived.ir);
+            execute::execute(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
+        })
+        .collect();
+    stats(times)
+}
+
+/// A schedule derived for each batch on its own: what no static schedule can beat.
+pub fn per_batch(plan: &Plan, batches: &[Vec<u64>]) -> Stats {
+    let times = batches
+        .iter()
+        .map(|tokens| {
+            let p = with_tokens(plan, tokens);
+            match crate::build::derive_checked(&p) {
+                Ok(d) => super::report::simulate(&d, &CostModel::new(&p)).report.step_time_s,
+                Err(_) => f64::INFINITY,
+            }
+        })
+        .collect();
+    stats(times)
+}
