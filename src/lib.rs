@@ -4,6 +4,7 @@
 
 pub mod algebra;
 pub mod ast;
+pub mod bench;
 pub mod build;
 pub mod check;
 pub mod cost;
@@ -12,6 +13,7 @@ pub mod diagnostics;
 pub mod edit;
 pub mod error;
 pub mod fmt;
+pub mod fuzzing;
 pub mod ide;
 pub mod ir;
 pub mod overrides;

@@ -287,3 +287,22 @@ fn build_with_overrides() {
     assert_eq!(o.status.code(), Some(2), "a malformed --set is a usage error");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_symlink_cannot_smuggle_a_file_in() {
+    let dir = temp_dir("symlink");
+    let outside = temp_dir("symlink-outside");
+    std::fs::write(
+        outside.join("secret.mpipe"),
+        "encoder x { layers = 1; hidden = 8; ffn = 8; heads = 1; patch = 1; }\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.mpipe"), dir.join("link.mpipe")).unwrap();
+    std::fs::write(dir.join("plan.mpipe"), "use \"link.mpipe\"::{x};\n").unwrap();
+    let o = mpipec(&["check", dir.join("plan.mpipe").to_str().unwrap()]);
+    assert!(stderr(&o).contains("error[E0107]"), "{}", stderr(&o));
+    let o = mpipec(&["--allow-outside", "check", dir.join("plan.mpipe").to_str().unwrap()]);
+    assert!(!stderr(&o).contains("E0107"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&outside).unwrap();
+}

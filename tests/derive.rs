@@ -306,6 +306,8 @@ proptest! {
         prop_assert_eq!(count(Op::BackwardInput), count(Op::BackwardWeight));
         prop_assert_eq!(count(Op::Send), count(Op::Recv));
         prop_assert_eq!(count(Op::OptimizerStep), p as usize);
+        let back: PlanIr = serde_json::from_str(&ir.to_json()).unwrap();
+        prop_assert!(back == ir, "plan.json round-trips through serde unchanged");
         if skeleton == "1f1b" && encoder.is_none() {
             // Megatron's formula: rank r runs min(P - r - 1, M) forwards before its first backward.
             for r in &ir.ranks {

@@ -155,3 +155,23 @@ fn a_ten_megabyte_plan() {
     assert!(checked.plan.is_some());
     mpipe::fmt::format(&text).unwrap();
 }
+
+#[test]
+fn far_past_real_use_is_refused_fast() {
+    // P = 4096, M = 65536: hundreds of millions of events; refused by the checker (E0318)
+    // before any of them is built.
+    let text = std::fs::read_to_string(common::root().join("examples/llm_1f1b.mpipe"))
+        .unwrap()
+        .replace("devices = 8;", "devices = 8192;")
+        .replace("pp = 4;", "pp = 4096;")
+        .replace("microbatches = 8;", "microbatches = 65536;");
+    let text = text.replace(
+        "use std::models::llama3_8b;",
+        "decoder big { layers = 8192; hidden = 64; ffn = 256; heads = 4; vocab = 100; }",
+    );
+    let text = text.replace("llm = llama3_8b;", "llm = big;");
+    let checked = check(text.into_bytes());
+    let codes: Vec<Code> = checked.diagnostics.iter().map(|d| d.code).collect();
+    assert!(codes.contains(&Code::E0318), "{codes:?}");
+    assert!(checked.plan.is_none());
+}

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing, streams, colour, exit codes. One module per
 //! subcommand; the compiler itself is the `mpipe` library.
 
+mod bench;
 mod build;
 mod check;
 mod explain;
@@ -147,6 +148,14 @@ enum Command {
         #[arg(long)]
         per_batch: Option<usize>,
     },
+    /// Time each compiler stage on the benchmark plans (medians) and print a table
+    Bench {
+        #[arg(long)]
+        json: bool,
+        /// Runs per measurement
+        #[arg(long, default_value_t = 9)]
+        runs: usize,
+    },
     /// Run the language server over stdio (for editors)
     Lsp,
     /// Print the long explanation of a diagnostic code
@@ -174,6 +183,7 @@ pub fn main() -> ExitCode {
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
         Command::Lsp => lsp::run(),
+        Command::Bench { json, runs } => bench::run(*json, *runs),
         Command::Tune { plan, devices, objective, memory_limit, top, seed, out, per_batch } => tune::run(
             &cli.global,
             plan,
