@@ -3,30 +3,15 @@
 use std::path::{Path, PathBuf};
 
 use super::report::Reporter;
-use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
+use super::{EXIT_USAGE, Global, output};
 
 pub const EXIT_INTERNAL: u8 = 101;
 
 pub fn run(global: &Global, plan: &Path, out: &Path, force: bool) -> u8 {
     let mut reporter = Reporter::new(global);
-    let checked = match super::check::load(global, plan) {
-        Ok(c) => c,
-        Err(message) => {
-            reporter.plain_error(&message);
-            reporter.finish();
-            return EXIT_USAGE;
-        }
-    };
-    reporter.emit(&checked.diagnostics, &checked.program.sources);
-    let Some(plan_spec) = checked.plan else {
-        if !checked.has_errors() {
-            reporter.plain_error(&format!(
-                "`{}` defines no plan: a plan needs model, cluster, batch, cut and schedule",
-                plan.display()
-            ));
-        }
-        reporter.finish();
-        return EXIT_INPUT;
+    let (checked, plan_spec) = match super::check::load_plan(global, plan, &mut reporter) {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
     };
     let derived = match mpipe::build::derive_checked(&plan_spec) {
         Ok(d) => d,

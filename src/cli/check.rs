@@ -21,6 +21,37 @@ pub fn load_with(global: &Global, path: &Path, extra: &[(String, String)]) -> Re
     Ok(mpipe::check_with(&key, &path.to_string_lossy(), bytes, &loader, &overrides))
 }
 
+/// Loads the plan, reports its diagnostics, and hands back the checked plan; `Err` is the exit
+/// status when there is none (an I/O problem, errors, or a file of definitions only).
+pub fn load_plan(
+    global: &Global,
+    path: &Path,
+    reporter: &mut Reporter,
+) -> Result<(mpipe::Checked, mpipe::check::spec::Plan), u8> {
+    let checked = match load(global, path) {
+        Ok(c) => c,
+        Err(message) => {
+            reporter.plain_error(&message);
+            reporter.finish();
+            return Err(EXIT_USAGE);
+        }
+    };
+    reporter.emit(&checked.diagnostics, &checked.program.sources);
+    match checked.plan.clone() {
+        Some(plan) => Ok((checked, plan)),
+        None => {
+            if !checked.has_errors() {
+                reporter.plain_error(&format!(
+                    "`{}` defines no plan: a plan needs model, cluster, batch, cut and schedule",
+                    path.display()
+                ));
+            }
+            reporter.finish();
+            Err(EXIT_INPUT)
+        }
+    }
+}
+
 pub fn run(global: &Global, files: &[PathBuf]) -> u8 {
     let mut reporter = Reporter::new(global);
     let mut io_failed = false;

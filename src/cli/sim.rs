@@ -5,8 +5,8 @@ use std::path::Path;
 
 use mpipe::sim::report::Report;
 
+use super::Global;
 use super::report::Reporter;
-use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
 fn seconds(t: f64) -> String {
     if t >= 1.0 { format!("{t:.3} s") } else { format!("{:.2} ms", t * 1e3) }
@@ -18,21 +18,9 @@ fn gib(b: f64) -> String {
 
 pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Option<(usize, u64)>) -> u8 {
     let mut reporter = Reporter::new(global);
-    let checked = match super::check::load(global, plan) {
-        Ok(c) => c,
-        Err(message) => {
-            reporter.plain_error(&message);
-            reporter.finish();
-            return EXIT_USAGE;
-        }
-    };
-    reporter.emit(&checked.diagnostics, &checked.program.sources);
-    let Some(spec) = checked.plan else {
-        if !checked.has_errors() {
-            reporter.plain_error(&format!("`{}` defines no plan to simulate", plan.display()));
-        }
-        reporter.finish();
-        return EXIT_INPUT;
+    let (checked, spec) = match super::check::load_plan(global, plan, &mut reporter) {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
     };
     let derived = match mpipe::build::derive_checked(&spec) {
         Ok(d) => d,

@@ -31,18 +31,9 @@ pub fn parse_bytes(arg: &str) -> Result<f64, String> {
 
 pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     let mut reporter = Reporter::new(global);
-    let checked = match super::check::load(global, plan) {
-        Ok(c) => c,
-        Err(message) => {
-            reporter.plain_error(&message);
-            reporter.finish();
-            return EXIT_USAGE;
-        }
-    };
-    let Some(spec) = checked.plan.clone() else {
-        reporter.emit(&checked.diagnostics, &checked.program.sources);
-        reporter.finish();
-        return EXIT_INPUT;
+    let (_, spec) = match super::check::load_plan(global, plan, &mut reporter) {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
     };
     let input = mpipe::build::derive_checked(&spec).map(|d| mpipe::build::simulate(&spec, &d).report);
     let Ok(input) = input else {

@@ -111,27 +111,13 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
         }
     }
     params += extra_params;
-    let flops = weight_flops + scores;
-    let recompute_flops = match part.recompute {
-        Recompute::None => 0.0,
-        Recompute::Selective => scores,
-        Recompute::Full => flops,
-    };
-    LayerCost {
-        flops,
-        weight_flops,
-        recompute_flops,
-        bytes: ELEMENT * params + ELEMENT * 12.0 * tokens * h,
-        params,
-        expert_params,
-        activations: kept(tokens, h, a.heads as f64, s, part.recompute, flash),
-        output: ELEMENT * tokens * h,
-    }
+    let kept = kept(tokens, h, a.heads as f64, s, part.recompute, flash);
+    finish(
+        Parts { weight_flops, scores, params, expert_params, tokens, hidden: h, kept, output: ELEMENT * tokens * h },
+        part.recompute,
+    )
 }
 
-/// A vision encoder layer over the image tokens of one microbatch: bidirectional attention
-/// over each sequence's visual tokens (windows where the architecture has them), the patch
-/// embedding with the first layer, the patch merge and projector with the last.
 pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, image_tokens: f64, flash: bool) -> LayerCost {
     let h = e.hidden as f64;
     let t = image_tokens;
@@ -164,21 +150,40 @@ pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, image_tokens:
         weight_flops += 2.0 * merged * projector;
         output = ELEMENT * merged * e.out_hidden as f64;
     }
-    let flops = weight_flops + scores;
-    let recompute_flops = match part.recompute {
+    let kept = kept(tokens, h, a.heads as f64, span, part.recompute, flash);
+    finish(Parts { weight_flops, scores, params, expert_params: 0.0, tokens, hidden: h, kept, output }, part.recompute)
+}
+
+/// What each layer kind computes before the parts common to all of them.
+struct Parts {
+    weight_flops: f64,
+    scores: f64,
+    params: f64,
+    expert_params: f64,
+    tokens: f64,
+    hidden: f64,
+    kept: f64,
+    output: f64,
+}
+
+/// The layer's totals: FLOPs, what recompute redoes, bytes moved (weights once, about twelve
+/// activation-sized tensors read or written).
+fn finish(p: Parts, recompute: Recompute) -> LayerCost {
+    let flops = p.weight_flops + p.scores;
+    let recompute_flops = match recompute {
         Recompute::None => 0.0,
-        Recompute::Selective => scores,
+        Recompute::Selective => p.scores,
         Recompute::Full => flops,
     };
     LayerCost {
         flops,
-        weight_flops,
+        weight_flops: p.weight_flops,
         recompute_flops,
-        bytes: ELEMENT * params + ELEMENT * 12.0 * tokens * h,
-        params,
-        expert_params: 0.0,
-        activations: kept(tokens, h, a.heads as f64, span, part.recompute, flash),
-        output,
+        bytes: ELEMENT * p.params + ELEMENT * 12.0 * p.tokens * p.hidden,
+        params: p.params,
+        expert_params: p.expert_params,
+        activations: p.kept,
+        output: p.output,
     }
 }
 

@@ -2,17 +2,10 @@
 //! row per rank, `<stage><F|B|I|W><mb>` cells and `(a;b)OVERLAP_F_B` for overlapped pairs, as
 //! `_PipelineScheduleRuntime._load_csv(format="compute_only")` reads it.
 
-use super::{Instr, Op, PlanIr};
+use super::{Instr, PlanIr};
 
 fn cell(i: &Instr) -> String {
-    let t = match i.op {
-        Op::Forward => "F",
-        Op::Backward => "B",
-        Op::BackwardInput => "I",
-        Op::BackwardWeight => "W",
-        _ => unreachable!("compute only"),
-    };
-    format!("{}{}{}", i.stage.unwrap_or(0), t, i.mb.unwrap_or(0))
+    format!("{}{}{}", i.stage.unwrap_or(0), i.op.torch_letter(), i.mb.unwrap_or(0))
 }
 
 /// `None` when a region is replicated: torch's format has no replicated stages.

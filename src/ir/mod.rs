@@ -99,6 +99,17 @@ impl Op {
         matches!(self, Op::Forward | Op::Backward | Op::BackwardInput | Op::BackwardWeight)
     }
 
+    /// torch's letter for a compute op: `F`, `B`, `I`, `W`.
+    pub fn torch_letter(self) -> &'static str {
+        match self {
+            Op::Forward => "F",
+            Op::Backward => "B",
+            Op::BackwardInput => "I",
+            Op::BackwardWeight => "W",
+            _ => unreachable!("only compute ops have a torch letter"),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Op::Forward => "forward",

@@ -30,14 +30,7 @@ impl Task {
 
     /// torch's action string: `2F0`, `1B3`, `0I1`, `3W2`.
     pub fn torch(&self) -> String {
-        let t = match self.op {
-            Op::Forward => "F",
-            Op::Backward => "B",
-            Op::BackwardInput => "I",
-            Op::BackwardWeight => "W",
-            _ => unreachable!("only compute ops are tasks"),
-        };
-        format!("{}{}{}", self.stage, t, self.mb)
+        format!("{}{}{}", self.stage, self.op.torch_letter(), self.mb)
     }
 }
 
