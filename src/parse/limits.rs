@@ -44,32 +44,9 @@ pub fn unclosed(text: &str) -> Option<usize> {
 
 /// Calls `f(offset, is_open)` for every bracket outside strings and comments.
 fn brackets(text: &str, mut f: impl FnMut(usize, bool)) {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'(' | b'[' | b'{' => f(i, true),
-            b')' | b']' | b'}' => f(i, false),
-            _ => {}
-        }
-        i += 1;
-    }
+    super::scan::scan(text, |l| match l {
+        super::scan::Lexeme::Open(i) => f(i, true),
+        super::scan::Lexeme::Close(i) => f(i, false),
+        super::scan::Lexeme::Comment { .. } => {}
+    });
 }

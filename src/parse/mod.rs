@@ -3,6 +3,7 @@
 
 mod limits;
 mod lower;
+pub mod scan;
 
 use pest::Parser;
 use pest_derive::Parser;
