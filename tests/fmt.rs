@@ -92,3 +92,19 @@ fn syntax_errors_are_reported_not_formatted() {
     let err = mpipe::fmt::format("cut a |;").unwrap_err();
     assert_eq!(err.code(), mpipe::diagnostics::Code::E0001);
 }
+
+#[test]
+fn a_trailing_block_comment_over_several_lines() {
+    // Found by cargo-fuzz (tests/fuzz/fmt_multiline_trailing_comment.mpipe): the lines inside
+    // the comment shifted the alignment onto the wrong line, so a second pass changed it.
+    let text = "/**/ /* one \n two */ // three\ncut a | b; // x\nowner round_robin; /* y\n z */\n";
+    let once = mpipe::fmt::format(text).unwrap();
+    assert_eq!(mpipe::fmt::format(&once).unwrap(), once);
+    let found = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fuzz/fmt_multiline_trailing_comment.mpipe"
+    ))
+    .unwrap();
+    let once = mpipe::fmt::format(&found).unwrap();
+    assert_eq!(mpipe::fmt::format(&once).unwrap(), once);
+}

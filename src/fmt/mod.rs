@@ -121,7 +121,8 @@ impl Printer<'_> {
         }
         self.out.push_str(text);
         self.out.push('\n');
-        self.lines += 1;
+        // A block comment may span lines: every line counts for the alignment's line numbers.
+        self.lines += 1 + text.matches('\n').count();
     }
 
     /// Appends `comment` to the line printed last.
@@ -133,6 +134,7 @@ impl Printer<'_> {
         self.out.push(' ');
         self.out.push_str(comment);
         self.out.push('\n');
+        self.lines += comment.matches('\n').count();
     }
 
     /// Prints the comments that start before `pos`: own-line ones on their own lines,
