@@ -73,7 +73,9 @@ pub fn grid(varies: &[Vary]) -> Result<Vec<Vec<(String, String)>>, String> {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Point {
-    /// The varied keys and their values at this point.
+    /// The first varied key's value at this point (what the plot's x axis shows).
+    pub value: String,
+    /// Every varied key and its value at this point.
     pub values: Vec<(String, String)>,
     /// The plan's report, or why this point is not a valid plan.
     #[serde(skip_serializing_if = "Option::is_none")]

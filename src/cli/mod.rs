@@ -66,6 +66,7 @@ pub enum MessageFormat {
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum TuneObjective {
+    #[value(name = "step_time")]
     StepTime,
     Mfu,
 }
@@ -129,7 +130,7 @@ enum Command {
         /// Devices to plan for (default: the plan's)
         #[arg(long)]
         devices: Option<u64>,
-        #[arg(long, value_enum, default_value = "step-time")]
+        #[arg(long, value_enum, default_value = "step_time")]
         objective: TuneObjective,
         /// Per-device memory a candidate may use (default: the device's HBM), e.g. 60GiB
         #[arg(long, value_parser = tune::parse_bytes)]

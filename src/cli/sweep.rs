@@ -77,7 +77,8 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
 }
 
 fn point(global: &Global, plan: &Path, values: Vec<(String, String)>, compare: bool) -> Point {
-    let fail = |values, error: String| Point { values, report: None, error: Some(error) };
+    let value = values.first().map(|(_, v): &(String, String)| v.clone()).unwrap_or_default();
+    let fail = |values, error: String| Point { value: value.clone(), values, report: None, error: Some(error) };
     let checked = match super::check::load_with(global, plan, &values) {
         Ok(c) => c,
         Err(e) => return fail(values, e),
@@ -95,7 +96,7 @@ fn point(global: &Global, plan: &Path, values: Vec<(String, String)>, compare: b
     if compare {
         report.compare = mpipe::sim::compare::compare(&spec, report.step_time_s);
     }
-    Point { values, report: Some(report), error: None }
+    Point { value, values, report: Some(report), error: None }
 }
 
 fn table(points: &[Point]) -> String {

@@ -1,0 +1,2 @@
+" .mpipe files are Mpipe plans.
+autocmd BufNewFile,BufRead *.mpipe setfiletype mpipe
