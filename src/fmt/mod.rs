@@ -130,7 +130,12 @@ impl Printer<'_> {
         self.out.pop();
         let line_start = self.out.rfind('\n').map(|p| p + 1).unwrap_or(0);
         let width = self.out[line_start..].chars().count();
-        self.trailing_at.push((self.lines - 1, width));
+        // Only a line's first trailing comment is aligned: padding before a later one would
+        // shift the split points recorded for the line, landing them inside a comment.
+        let line = self.lines - 1;
+        if self.trailing_at.last().map(|&(l, _)| l) != Some(line) {
+            self.trailing_at.push((line, width));
+        }
         self.out.push(' ');
         self.out.push_str(comment);
         self.out.push('\n');
