@@ -25,6 +25,7 @@ pub fn format(src: &str) -> Result<String, Error> {
         force_blank: false,
         lines: 0,
         trailing_at: Vec::new(),
+        line_comment_open: false,
     };
     let mut previous_multiline = false;
     for (i, item) in module.items.iter().enumerate() {
@@ -78,6 +79,8 @@ struct Printer<'a> {
     lines: usize,
     /// Lines that carry a trailing comment: (line, width of the code before it).
     trailing_at: Vec<(usize, usize)>,
+    /// The line printed last ends in a `//` comment: nothing more can go on it.
+    line_comment_open: bool,
 }
 
 impl Printer<'_> {
@@ -123,10 +126,19 @@ impl Printer<'_> {
         self.out.push('\n');
         // A block comment may span lines: every line counts for the alignment's line numbers.
         self.lines += 1 + text.matches('\n').count();
+        self.line_comment_open = false;
+    }
+
+    fn push_comment_line(&mut self, comment: &str) {
+        self.push_line(comment);
+        self.line_comment_open = comment.starts_with("//");
     }
 
     /// Appends `comment` to the line printed last.
     fn append_comment(&mut self, comment: &str) {
+        if self.line_comment_open {
+            return self.push_comment_line(comment);
+        }
         self.out.pop();
         let line_start = self.out.rfind('\n').map(|p| p + 1).unwrap_or(0);
         let width = self.out[line_start..].chars().count();
@@ -140,6 +152,7 @@ impl Printer<'_> {
         self.out.push_str(comment);
         self.out.push('\n');
         self.lines += comment.matches('\n').count();
+        self.line_comment_open = comment.starts_with("//");
     }
 
     /// Prints the comments that start before `pos`: own-line ones on their own lines,
@@ -152,7 +165,7 @@ impl Printer<'_> {
                 let blank = self.blank_between(self.last_end, c.start);
                 self.blank_line_if(blank);
                 let text = self.comment_text(&c).to_string();
-                self.push_line(&text);
+                self.push_comment_line(&text);
             } else {
                 let text = self.comment_text(&c).to_string();
                 self.append_comment(&text);
@@ -173,19 +186,18 @@ impl Printer<'_> {
         self.trailing(line_end.max(end));
     }
 
-    /// Attaches comments starting before `until` to the line just printed.
+    /// Attaches comments starting before `until` to the line just printed, as long as they
+    /// stand on its source line: one on a later line is left to `flush_comments`, which
+    /// prints it at the indent of the code it precedes (inside a block opened on this line).
     fn trailing(&mut self, until: usize) {
-        let mut first = true;
         while self.next < self.comments.len() && self.comments[self.next].start < until {
             let c = self.comments[self.next].clone();
+            if self.line_comment_open || self.src[self.last_end.min(c.start)..c.start].contains('\n') {
+                break;
+            }
             self.next += 1;
             let text = self.comment_text(&c).to_string();
-            if first {
-                self.append_comment(&text);
-                first = false;
-            } else {
-                self.push_line(&text);
-            }
+            self.append_comment(&text);
             self.last_end = self.last_end.max(c.end);
         }
     }
