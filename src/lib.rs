@@ -4,6 +4,7 @@
 
 pub mod algebra;
 pub mod ast;
+pub mod backend;
 pub mod bench;
 pub mod build;
 pub mod check;

@@ -195,3 +195,42 @@ fn the_readme_picture_is_what_build_draws() {
         "docs/paper_small_timeline.svg is stale: run `mpipec build examples/paper_small.mpipe -o out && cp out/timeline.svg docs/paper_small_timeline.svg`"
     );
 }
+
+/// A profile in which every forward took 1 s and every backward 2 s (the first step twice as
+/// long, as a warm-up is), receives 0.25 s at best: the measured per-layer costs give back
+/// (M + P − 1)(f + b) plus the flights, and the warm-up step is left out of both numbers.
+#[test]
+fn measured_profiles_become_per_layer_costs() {
+    use mpipe::sim::measured::{Profile, RankProfile, StepProfile, compare};
+    let (derived, _) = simulate(&unit_plan(3, 4, "gpipe", 2, None));
+    let ir = &derived.ir;
+    let step = |rank: usize, scale: f64| StepProfile {
+        seconds: scale * 20.0 + rank as f64,
+        instructions: ir.ranks[rank]
+            .instructions
+            .iter()
+            .map(|i| {
+                scale
+                    * match i.op {
+                        Op::Forward => 1.0,
+                        Op::Backward => 2.0,
+                        Op::Recv => 0.25 + rank as f64,
+                        _ => 0.0,
+                    }
+            })
+            .collect(),
+    };
+    let profile = Profile {
+        ranks: (0..3)
+            .map(|r| RankProfile { rank: r as u32, steps: vec![step(r, 2.0), step(r, 1.0), step(r, 1.0)] })
+            .collect(),
+    };
+    let c = compare(ir, &profile).unwrap();
+    assert_eq!(c.steps, 2);
+    assert!(close(c.measured, 22.0), "{c:?}");
+    // GPipe: every forward of mb 0 waits for one flight per boundary, then the pipeline.
+    let expected = 6.0 * 3.0 + 4.0 * 0.25;
+    assert!(close(c.predicted, expected), "{} != {expected}", c.predicted);
+    let bad = Profile { ranks: vec![] };
+    assert!(compare(ir, &bad).is_err());
+}

@@ -7,7 +7,7 @@ use super::{EXIT_USAGE, Global, output};
 
 pub const EXIT_INTERNAL: u8 = 101;
 
-pub fn run(global: &Global, plan: &Path, out: &Path, force: bool) -> u8 {
+pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[String]) -> u8 {
     let mut reporter = Reporter::new(global);
     let (checked, plan_spec) = match super::check::load_plan(global, plan, &mut reporter) {
         Ok(loaded) => loaded,
@@ -19,7 +19,24 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool) -> u8 {
     };
     let simulation = mpipe::build::simulate(&plan_spec, &derived);
     reporter.emit(&mpipe::build::diagnostics(&plan_spec, &simulation), &checked.program.sources);
-    let files = mpipe::build::artifacts(&derived, &simulation);
+    let mut files = mpipe::build::artifacts(&derived, &simulation);
+    let targets: Vec<String> = if targets.is_empty() { plan_spec.targets.clone() } else { targets.to_vec() };
+    for t in &targets {
+        match t.as_str() {
+            "torch" => files.extend(mpipe::backend::torch::artifacts(&plan_spec, &derived.ir)),
+            other if mpipe::check::spec::TARGETS.contains(&other) => {
+                eprintln!("warning: the `{other}` backend is not part of this version; nothing is written for it");
+            }
+            other => {
+                reporter.plain_error(&format!(
+                    "unknown target `{other}`: targets are {}",
+                    mpipe::check::spec::TARGETS.join(", ")
+                ));
+                reporter.finish();
+                return EXIT_USAGE;
+            }
+        }
+    }
     if let Err(message) = output::write_atomically(out, &files, force) {
         reporter.plain_error(&message);
         reporter.finish();

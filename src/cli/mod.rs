@@ -13,6 +13,7 @@ mod report;
 mod sim;
 mod sweep;
 mod tune;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -170,6 +171,27 @@ enum Command {
         /// Write into a directory that holds other files too, replacing only mpipec's own
         #[arg(long)]
         force: bool,
+        /// Backends to emit, comma-separated (default: the plan's `target`); `torch` today
+        #[arg(long, value_delimiter = ',')]
+        target: Vec<String>,
+    },
+    /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
+    /// pipelining; compare loss, gradients and parameters
+    Verify {
+        plan: std::path::PathBuf,
+        /// Pipeline ranks of the miniature (default: the plan's pp)
+        #[arg(long)]
+        procs: Option<u64>,
+        /// Optimizer steps
+        #[arg(long, default_value_t = 2)]
+        steps: usize,
+        /// The Python with torch (default: $MPIPEC_PYTHON, then python3)
+        #[arg(long)]
+        python: Option<std::path::PathBuf>,
+        /// Also time every instruction and set the simulated step, with the measured per-layer
+        /// costs, beside the measured one (at least 3 steps; the first is warm-up)
+        #[arg(long)]
+        profile: bool,
     },
 }
 
@@ -208,7 +230,10 @@ pub fn main() -> ExitCode {
         Command::Sim { plan, json, compare, samples, seed } => {
             sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
         }
-        Command::Build { plan, out, force } => build::run(&cli.global, plan, out, *force),
+        Command::Build { plan, out, force, target } => build::run(&cli.global, plan, out, *force, target),
+        Command::Verify { plan, procs, steps, python, profile } => {
+            verify::run(&cli.global, plan, *procs, *steps, python.as_deref(), *profile)
+        }
     };
     ExitCode::from(status)
 }

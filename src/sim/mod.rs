@@ -5,6 +5,7 @@
 pub mod compare;
 pub mod costs;
 pub mod execute;
+pub mod measured;
 pub mod report;
 pub mod samples;
 pub mod timeline;

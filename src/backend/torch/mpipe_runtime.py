@@ -1,0 +1,464 @@
+"""The mpipe torch runtime: runs an mpipec plan.json rank by rank.
+
+Each process is one pipeline rank (x data-parallel replica). It builds the stages it holds
+through an adapter, then executes its instruction list in order: forward (keeping what
+backward needs), backward, backward_input / backward_weight (split backward), send / recv
+(non-blocking sends, blocking receives: the IR's semantics), all_reduce over the pipeline group
+(replicated regions) and over dp, optimizer_step. It needs only torch.
+
+The adapter is a Python module (``--adapter module.name``; ``miniature`` is built in) with:
+    build(layers: range, kinds: list[dict], config: dict) -> torch.nn.Module
+        the stage for global layers [layers.start, layers.stop); its forward(x, batch) takes the
+        activation from the previous stage (None for the first stage) and this microbatch's batch
+    batch(mb: int, step: int, config: dict) -> dict       the inputs of microbatch mb
+    loss(output, batch: dict) -> torch.Tensor             on the model's last stage
+Every layer must be built identically in every process (seed by layer index).
+
+Errors name the rank, the instruction index and the instruction. Every collective has a
+timeout, so one failing rank ends the others instead of hanging them.
+"""
+
+import argparse
+import datetime
+import importlib
+import json
+import os
+import sys
+import time
+
+# The exit status when torch is missing, which mpipec reports as a usage error, not a mismatch.
+EXIT_NO_TORCH = 2
+try:
+    import torch
+except ImportError:
+    sys.stderr.write(
+        f"error: `{sys.executable}` cannot import torch\n"
+        f"help: install it with `{sys.executable} -m pip install torch`, or point --python or MPIPEC_PYTHON at a Python that has it\n"
+    )
+    sys.exit(EXIT_NO_TORCH)
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+# A message's header: direction, producing stage, microbatch, dtype, rank of the tensor, shape.
+HEADER = 13
+DIRS = {"act": 0, "grad": 1}
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+DIR_NAMES = {v: k for k, v in DIRS.items()}
+TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("MPIPE_TIMEOUT", "60")))
+
+
+# ---- the built-in miniature: a ViT-like encoder over random patches whose features are placed
+# before the text tokens of a small decoder LM --------------------------------------------------
+
+class Block(nn.Module):
+    """Pre-norm attention + MLP, causal for the decoder, bidirectional for the encoder."""
+
+    def __init__(self, width, causal):
+        super().__init__()
+        self.causal = causal
+        self.norm1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.norm2 = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=self.causal))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class MiniatureStage(nn.Module):
+    def __init__(self, layers, kinds, config):
+        super().__init__()
+        self.first, self.last = layers.start, layers.stop
+        self.kinds = kinds
+        c = config
+        self.blocks = nn.ModuleDict()
+        self.extra = nn.ModuleDict()
+        for l in layers:
+            kind = kinds[l]
+            torch.manual_seed(c["seed"] * 1000 + l)
+            width = c["enc_width"] if kind["encoder"] else c["width"]
+            self.blocks[str(l)] = Block(width, causal=not kind["encoder"])
+            if kind["part_first"] and kind["encoder"]:
+                self.extra[f"patch{l}"] = nn.Linear(c["patch_dim"], c["enc_width"])
+            if kind["part_last"] and kind["encoder"]:
+                self.extra[f"merge{l}"] = nn.Linear(c["enc_width"], c["width"])
+            if kind["part_first"] and not kind["encoder"]:
+                self.extra[f"embed{l}"] = nn.Embedding(c["vocab"], c["width"])
+            if kind["part_last"] and not kind["encoder"]:
+                self.extra[f"head{l}"] = nn.Linear(c["width"], c["vocab"])
+            mine = {f"{prefix}{l}" for prefix in ("patch", "merge", "embed", "head")}
+            for p in list(self.blocks[str(l)].parameters()) + [q for n, m in self.extra.items() if n in mine for q in m.parameters()]:
+                p.requires_grad_(kind["trainable"])
+
+    def forward(self, x, batch):
+        for l in range(self.first, self.last):
+            kind = self.kinds[l]
+            if kind["part_first"] and kind["encoder"]:
+                x = self.extra[f"patch{l}"](batch["patches"])
+            if kind["part_first"] and not kind["encoder"]:
+                tokens = self.extra[f"embed{l}"](batch["tokens"])
+                x = tokens if x is None else torch.cat([x, tokens], dim=1)
+            x = self.blocks[str(l)](x)
+            if kind["part_last"] and kind["encoder"]:
+                x = self.extra[f"merge{l}"](x)
+            if kind["part_last"] and not kind["encoder"]:
+                x = self.extra[f"head{l}"](x)
+        return x
+
+
+class Miniature:
+    @staticmethod
+    def build(layers, kinds, config):
+        return MiniatureStage(layers, kinds, config)
+
+    @staticmethod
+    def batch(mb, step, config):
+        g = torch.Generator().manual_seed(config["seed"] * 7919 + step * 104729 + mb)
+        b = config["micro_batch_size"]
+        return {
+            "patches": torch.randn(b, config["image_tokens"], config["patch_dim"], generator=g),
+            "tokens": torch.randint(0, config["vocab"], (b, config["text_tokens"]), generator=g),
+            "labels": torch.randint(0, config["vocab"], (b, config["text_tokens"]), generator=g),
+        }
+
+    @staticmethod
+    def loss(output, batch):
+        text = output[:, -batch["labels"].shape[1]:, :]
+        return F.cross_entropy(text.reshape(-1, text.shape[-1]), batch["labels"].reshape(-1))
+
+
+def load_adapter(name):
+    return Miniature if name == "miniature" else importlib.import_module(name)
+
+
+# ---- executing a plan ---------------------------------------------------------------------------
+
+def describe(i):
+    parts = [i["op"]]
+    for key in ("dir", "group", "region"):
+        if key in i:
+            parts.append(str(i[key]))
+    if "stage" in i:
+        parts.append(f"s{i['stage']}")
+    if "mb" in i:
+        parts.append(f"mb{i['mb']}")
+    if "peer" in i:
+        parts.append(("-> " if i["op"] == "send" else "<- ") + str(i["peer"]))
+    return " ".join(parts)
+
+
+class Rank:
+    def __init__(self, plan, rank, adapter, config, dp_group=None):
+        self.plan, self.rank, self.adapter, self.config = plan, rank, adapter, config
+        self.m = plan["pipeline"]["microbatches"]
+        self.last_stage = len(plan["stages"]) - 1
+        self.modules = {}
+        for s in plan["stages"]:
+            if s.get("rank") == rank or s.get("ranks") == "all":
+                self.modules[s["id"]] = adapter.build(range(*s["layers"]), config["kinds"], config)
+        self.replicated = {s["region"] for s in plan["stages"] if s.get("ranks") == "all"}
+        self.region_of = {s["id"]: s["region"] for s in plan["stages"]}
+        params = [p for m in self.modules.values() for p in m.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
+        self.dp_group = dp_group
+        self.mailbox = {}
+        # Per step: the seconds each instruction took, in list order (--profile).
+        self.timings = []
+
+    def params(self, region=None):
+        for s, m in sorted(self.modules.items()):
+            if region is None or self.region_of[s] == region:
+                for p in m.parameters():
+                    if p.requires_grad:
+                        yield p
+
+    def step(self, step, instructions, fail_at=None):
+        acts, grads, kept, batches, pending, losses = {}, {}, {}, {}, [], []
+        durations = []
+        self.timings.append(durations)
+        batch = lambda mb: batches.setdefault(mb, self.adapter.batch(mb, step, self.config))
+        for k, i in enumerate(instructions):
+            op = i["op"]
+            started = time.perf_counter()
+            try:
+                if fail_at == k:
+                    raise RuntimeError("failure injected by MPIPE_FAIL_AT")
+                if op == "forward":
+                    s, mb = i["stage"], i["mb"]
+                    x = acts.pop((s - 1, mb), None)
+                    if x is not None:
+                        x = x.detach().requires_grad_(True)
+                    out = self.modules[s](x, batch(mb))
+                    if s == self.last_stage:
+                        out = self.adapter.loss(out, batch(mb)) / self.m
+                        losses.append(out.detach())
+                    kept[(s, mb)] = (x, out)
+                    if s != self.last_stage:
+                        acts[(s, mb)] = out
+                elif op in ("backward", "backward_input", "backward_weight"):
+                    s, mb = i["stage"], i["mb"]
+                    x, out = kept[(s, mb)]
+                    g = None if s == self.last_stage else grads.pop((s + 1, mb)) if op != "backward_weight" else kept[("g", s, mb)]
+                    if op == "backward":
+                        torch.autograd.backward(out, g)
+                        del kept[(s, mb)]
+                    elif op == "backward_input":
+                        kept[("g", s, mb)] = g
+                        if x is not None and x.requires_grad:
+                            torch.autograd.backward(out, g, inputs=[x], retain_graph=True)
+                    else:
+                        params = list(self.modules[s].parameters())
+                        trainable = [p for p in params if p.requires_grad]
+                        if trainable:
+                            torch.autograd.backward(out, g, inputs=trainable)
+                        del kept[(s, mb)], kept[("g", s, mb)]
+                    if op != "backward_weight" and x is not None and x.grad is not None:
+                        grads[(s, mb)] = x.grad
+                elif op == "send":
+                    key = (i["stage"], i["mb"])
+                    store = acts if i["dir"] == "act" else grads
+                    t = store.pop(key).detach().contiguous()
+                    header = torch.zeros(HEADER, dtype=torch.int64)
+                    header[:5] = torch.tensor([DIRS[i["dir"]], i["stage"], i["mb"], DTYPES.index(t.dtype), t.dim()])
+                    header[5 : 5 + t.dim()] = torch.tensor(t.shape)
+                    peer = self.global_rank(i["peer"])
+                    pending.append((dist.isend(header, peer), dist.isend(t, peer), header, t))
+                elif op == "recv":
+                    key = (i["dir"], i["stage"], i["mb"])
+                    t = self.receive(self.global_rank(i["peer"]), key)
+                    (acts if i["dir"] == "act" else grads)[(i["stage"], i["mb"])] = t
+                elif op == "all_reduce":
+                    for p in self.params(i.get("region")):
+                        if p.grad is None:
+                            p.grad = torch.zeros_like(p)
+                        if i["group"] == "pp":
+                            dist.all_reduce(p.grad, group=self.pp_group)
+                        elif self.dp_group is not None:
+                            dist.all_reduce(p.grad, group=self.dp_group)
+                            p.grad /= dist.get_world_size(self.dp_group)
+                elif op == "optimizer_step":
+                    self.before_step(step, losses)
+                    if self.optimizer is not None:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad(set_to_none=True)
+                else:
+                    raise RuntimeError(f"unknown op {op}")
+            except Exception as e:
+                raise RuntimeError(f"rank {self.rank}, instruction {k} ({describe(i)}): {e}") from e
+            durations.append(time.perf_counter() - started)
+        for header, payload, _, _ in pending:
+            header.wait()
+            payload.wait()
+        return losses
+
+    def receive(self, peer, key):
+        """The message `key` from `peer`. Messages between two ranks arrive in the order they
+        were sent (NCCL and HCCL match point-to-point messages in order, not by tag), which
+        need not be the order this rank wants them: earlier arrivals wait in a mailbox."""
+        while key not in self.mailbox.setdefault(peer, {}):
+            header = torch.zeros(HEADER, dtype=torch.int64)
+            dist.recv(header, peer)
+            d, stage, mb, dtype, ndim = (int(v) for v in header[:5])
+            t = torch.empty([int(v) for v in header[5 : 5 + ndim]], dtype=DTYPES[dtype])
+            dist.recv(t, peer)
+            self.mailbox[peer][(DIR_NAMES[d], stage, mb)] = t
+        return self.mailbox[peer].pop(key)
+
+    def before_step(self, step, losses):
+        pass
+
+
+def init(backend=None):
+    if backend is None:
+        backend = "gloo"
+        if torch.cuda.is_available():
+            backend = "nccl"
+        else:
+            try:
+                import torch_npu  # noqa: F401
+                backend = "hccl"
+            except ImportError:
+                pass
+    dist.init_process_group(backend, timeout=TIMEOUT)
+    return backend
+
+
+def run(plan, adapter, config, steps, out_dir=None, fail_at=None):
+    """One process of a launched plan (torchrun sets RANK and WORLD_SIZE)."""
+    world = dist.get_world_size()
+    me = dist.get_rank()
+    coord = next(c for c in plan["rank_map"] if c["global"] == me)
+    if coord["tp"] != 0 or plan["pipeline"]["tp"] != 1:
+        raise SystemExit("the mpipe torch runtime runs tp = 1 plans; tensor parallelism is the stack's (see BACKENDS.md)")
+    pp, dp = plan["pipeline"]["ranks"], plan["pipeline"]["dp"]
+    glob = lambda p, d: next(c["global"] for c in plan["rank_map"] if c["pp"] == p and c["dp"] == d and c["tp"] == 0)
+    groups = {d: dist.new_group([glob(p, d) for p in range(pp)], timeout=TIMEOUT) for d in range(dp)}
+    dp_groups = {p: dist.new_group([glob(p, d) for d in range(dp)], timeout=TIMEOUT) for p in range(pp)} if dp > 1 else {}
+    r = Rank(plan, coord["pp"], adapter, config, dp_groups.get(coord["pp"]))
+    r.pp_group = groups[coord["dp"]]
+    r.global_rank = lambda peer: glob(peer, coord["dp"])
+    record = {"grads": [], "losses": []}
+
+    def before_step(step, losses):
+        g = {}
+        for s, m in r.modules.items():
+            replicated = plan["stages"][s].get("ranks") == "all"
+            if replicated and r.rank != 0:
+                continue
+            for name, p in m.named_parameters():
+                if p.requires_grad and p.grad is not None:
+                    g[name] = p.grad.detach().clone()
+        record["grads"].append(g)
+        record["losses"].append(float(sum(losses)) if losses else None)
+
+    r.before_step = before_step
+    instructions = plan["ranks"][coord["pp"]]["instructions"]
+    record["step_seconds"] = []
+    for step in range(steps):
+        # Every rank starts the step together, so the slowest rank's time is the step's.
+        dist.barrier()
+        started = time.perf_counter()
+        r.step(step, instructions, fail_at if step == 0 else None)
+        record["step_seconds"].append(time.perf_counter() - started)
+    params = {}
+    for s, m in r.modules.items():
+        if plan["stages"][s].get("ranks") == "all" and r.rank != 0:
+            continue
+        for name, p in m.named_parameters():
+            params[name] = p.detach().clone()
+    record["params"] = params
+    record["timings"] = r.timings
+    if out_dir is not None and coord["dp"] == 0:
+        torch.save(record, os.path.join(out_dir, f"rank{r.rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def reference(plan, adapter, config, steps):
+    """The same microbatches in one process, without pipelining."""
+    layers = sum((s["layers"][1] - s["layers"][0]) for s in plan["stages"])
+    model = adapter.build(range(0, layers), config["kinds"], config)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
+    m = plan["pipeline"]["microbatches"]
+    out = {"grads": [], "losses": []}
+    for step in range(steps):
+        total = 0.0
+        for mb in range(m):
+            b = adapter.batch(mb, step, config)
+            loss = adapter.loss(model(None, b), b) / m
+            if params:
+                loss.backward()
+            total += float(loss.detach())
+        out["losses"].append(total)
+        out["grads"].append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    out["params"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    return out
+
+
+def _worker(rank, world, port, plan, config, steps, out_dir, fail):
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    torch.manual_seed(0)
+    worst =    init("gloo")
+    fail_at = None
+    if fail and int(fail.split(":")[0]) == rank:
+        fail_at = int(fail.split(":")[1])
+    try:
+        run(plan, load_adapter(config.get("adapter", "miniature")), config, steps, out_dir, fail_at)
+    except Exception as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+def verify(plan, config, steps, out_dir, profile=False):
+    """Runs the plan in P processes (gloo, CPU) and once without pipelining; compares. Each
+    rank gets one thread: P ranks share the machine's cores, as ranks own their device."""
+    import socket
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    world = len(plan["rank_map"])
+    # The reference first: it pays torch's one-time start-up (kernel registration, autograd)
+    # in this process, before the ranks fork from it. One thread, so that no OpenMP pool
+    # exists at the fork.
+    torch.set_num_threads(1)
+    ref = reference(plan, load_adapter(config.get("adapter", "miniature")), config, steps)
+    try:
+        # fork, not spawn: the children inherit the imported, started torch
+        mp.start_processes(_worker, args=(world, port, plan, config, steps, out_dir, os.environ.get("MPIPE_FAIL_AT")), nprocs=world, join=True, start_method="fork")
+    except Exception as e:
+        print(f"error: the pipelined run failed: {str(e).strip().splitlines()[-1]}", file=sys.stderr)
+        return 1
+    ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(plan["pipeline"]["ranks"])]
+    worst = {"loss": (0.0, 0.0, ""), "grad": (0.0, 0.0, ""), "param": (0.0, 0.0, "")}
+
+    def compare(kind, name, a, b):
+        diff = float((a - b).abs().max()) if a.numel() else 0.0
+        scale = float(b.abs().max()) if b.numel() else 0.0
+        rel = diff / scale if scale > 0 else diff
+        if rel >= worst[kind][1]:
+            worst[kind] = (diff, rel, name)
+
+    for step in range(steps):
+        losses = [r["losses"][step] for r in ranks if r["losses"][step] is not None]
+        pipe_loss = sum(losses)
+        compare("loss", f"step {step}", torch.tensor([pipe_loss]), torch.tensor([ref["losses"][step]]))
+        merged = {}
+        for r in ranks:
+            merged.update(r["grads"][step])
+        missing = set(ref["grads"][step]) - set(merged)
+        if missing:
+            print(f"error: step {step}: no pipelined gradient for {sorted(missing)[:3]}", file=sys.stderr)
+            return 1
+        for name, g in ref["grads"][step].items():
+            compare("grad", f"step {step} {name}", merged[name], g)
+        print(f"step {step}: loss {pipe_loss:.6f} (single process {ref['losses'][step]:.6f}); worst gradient {worst['grad'][2]}: abs {worst['grad'][0]:.3e}, rel {worst['grad'][1]:.3e}")
+    params = {}
+    for r in ranks:
+        params.update(r["params"])
+    for name, p in ref["params"].items():
+        compare("param", name, params[name], p)
+    for kind in ("loss", "grad", "param"):
+        d, rel, name = worst[kind]
+        print(f"max {kind} difference: abs {d:.3e}, rel {rel:.3e} ({name})")
+    ok = worst["loss"][1] <= 1e-5 and worst["grad"][1] <= 1e-4 and worst["param"][1] <= 1e-4
+    if not ok:
+        kind = max(("loss", "grad", "param"), key=lambda k: worst[k][1] / (1e-5 if k == "loss" else 1e-4))
+        print(f"error: outside tolerance (fp32: rel 1e-5 on loss, 1e-4 on gradients and parameters): worst {worst[kind][2]}", file=sys.stderr)
+        return 1
+    print("ok: loss, gradients and parameters match the single-process run")
+    if profile:
+        # What `mpipec verify --profile` reads back (src/sim/measured.rs).
+        steps_of = lambda r: [{"seconds": t, "instructions": d} for t, d in zip(r["step_seconds"], r["timings"])]
+        with open(os.path.join(out_dir, "profile.json"), "w") as f:
+            json.dump({"ranks": [{"rank": k, "steps": steps_of(r)} for k, r in enumerate(ranks)]}, f)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--config", help="adapter configuration (JSON)")
+    ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--verify", metavar="DIR", help="run P processes and a single-process reference, compare (CPU, gloo)")
+    ap.add_argument("--profile", action="store_true", help="with --verify: write each instruction's time to DIR/profile.json")
+    a = ap.parse_args()
+    plan = json.load(open(a.plan))
+    config = json.load(open(a.config)) if a.config else {}
+    if a.verify:
+        sys.exit(verify(plan, config, a.steps, a.verify, a.profile))
+    init()
+    run(plan, load_adapter(config.get("adapter", "miniature")), config, a.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+//! `mpipec verify PLAN [--procs N] [--steps K] [--python PATH]`
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::report::Reporter;
+use super::{EXIT_INPUT, EXIT_USAGE, Global};
+
+/// The interpreter to run torch with: --python, $MPIPEC_PYTHON, python3.
+fn python(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("MPIPEC_PYTHON").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// The miniature's changes to the plan, applied before checking so that a schedule the
+/// miniature's pipeline cannot run (too few microbatches for a V, say) gets the checker's
+/// diagnostic: `procs` pipeline ranks of one device each, one sample per microbatch.
+fn miniature_overrides(procs: u64) -> Vec<(String, String)> {
+    [
+        ("cluster.pp", procs),
+        ("cluster.devices", procs),
+        ("cluster.dp", 1),
+        ("cluster.tp", 1),
+        ("cluster.ep", 1),
+        ("batch.micro_batch_size", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+pub fn run(
+    global: &Global,
+    plan: &Path,
+    procs: Option<u64>,
+    steps: usize,
+    explicit: Option<&Path>,
+    profile: bool,
+) -> u8 {
+    // The first step warms up (allocations, gloo connections); a profile needs two more.
+    let steps = if profile { steps.max(3) } else { steps };
+    let procs = match procs {
+        Some(p) => p,
+        // The plan's own pp; its diagnostics are reported by the load below.
+        None => match super::check::load(global, plan).ok().and_then(|c| c.plan) {
+            Some(spec) => spec.cluster.pp,
+            None => 1,
+        },
+    };
+    let mut global = global.clone();
+    global.set.extend(miniature_overrides(procs));
+    let global = &global;
+    let mut reporter = Reporter::new(global);
+    let (_, mini) = match super::check::load_plan(global, plan, &mut reporter) {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
+    };
+    reporter.finish();
+    let py = python(explicit);
+    let derived = match mpipe::build::derive_checked(&mini) {
+        Ok(d) => d,
+        Err(invalid) => return super::build::internal_error(&invalid),
+    };
+    let dir = std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id()));
+    let written = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("plan.json"), derived.ir.to_json())?;
+        std::fs::write(dir.join("config.json"), mpipe::backend::torch::miniature_config(&mini).to_string())?;
+        std::fs::write(dir.join("mpipe_runtime.py"), mpipe::backend::torch::RUNTIME)
+    })();
+    if let Err(e) = written {
+        let mut reporter = Reporter::new(global);
+        reporter.plain_error(&format!("cannot write the miniature to `{}`: {e}", dir.display()));
+        reporter.finish();
+        return EXIT_USAGE;
+    }
+    let skeletons: Vec<String> = mini.schedule.iter().map(|s| s.skeleton.to_string()).collect();
+    println!(
+        "verifying {} ({}) on {} processes, {} microbatches, {} step(s): miniature of {} layers",
+        plan.display(),
+        skeletons.join(", "),
+        mini.cluster.pp,
+        mini.batch.microbatches,
+        steps,
+        mini.model.layers()
+    );
+    let mut cmd = Command::new(&py);
+    cmd.arg(dir.join("mpipe_runtime.py"))
+        .args([
+            "--plan",
+            &dir.join("plan.json").to_string_lossy(),
+            "--config",
+            &dir.join("config.json").to_string_lossy(),
+        ])
+        .args(["--steps", &steps.to_string(), "--verify", &dir.to_string_lossy()])
+        .env("PYTHONUNBUFFERED", "1");
+    if profile {
+        cmd.arg("--profile");
+    }
+    let status = cmd.status();
+    let measured = profile.then(|| std::fs::read_to_string(dir.join("profile.json")));
+    let _ = std::fs::remove_dir_all(&dir);
+    let status = match status {
+        Ok(s) if s.success() => 0,
+        // The runtime's exit status when torch is missing: it has said how to install it.
+        Ok(s) if s.code() == Some(2) => return EXIT_USAGE,
+        Ok(_) => return EXIT_INPUT,
+        Err(e) => {
+            eprintln!("error: cannot run `{}`: {e}", py.display());
+            return EXIT_USAGE;
+        }
+    };
+    match measured {
+        None => status,
+        Some(text) => {
+            let compared = text
+                .map_err(|e| format!("cannot read the runtime's profile: {e}"))
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
+                .and_then(|p| mpipe::sim::measured::compare(&derived.ir, &p));
+            match compared {
+                Ok(c) => {
+                    println!(
+                        "profile ({}, {} steps after warm-up): measured step {:.1} ms, predicted {:.1} ms from the measured per-layer costs ({:+.1} %)",
+                        skeletons.join(", "),
+                        c.steps,
+                        c.measured * 1e3,
+                        c.predicted * 1e3,
+                        c.error_percent()
+                    );
+                    status
+                }
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    EXIT_INPUT
+                }
+            }
+        }
+    }
+}

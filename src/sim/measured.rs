@@ -1,0 +1,175 @@
+//! Measured against predicted: the torch runtime's per-instruction times on a plan's
+//! miniature (`mpipec verify --profile`) become per-layer costs, the simulator runs the plan's
+//! lists with them, and its step time is set beside the one the runtime measured. The analytic
+//! cost model describes the plan's real hardware, not the machine the miniature ran on; this
+//! checks the other half of a prediction, the schedule: dependencies, bubbles and waits.
+
+use serde::Deserialize;
+
+use super::execute::{self, Durations};
+use crate::cost::{self, Costs};
+use crate::ir::{Instr, Op, PlanIr};
+
+/// What the runtime writes to `profile.json`.
+#[derive(Debug, Deserialize)]
+pub struct Profile {
+    pub ranks: Vec<RankProfile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RankProfile {
+    pub rank: u32,
+    pub steps: Vec<StepProfile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct StepProfile {
+    /// From the step's start (all ranks together, after a barrier) to this rank's last instruction.
+    pub seconds: f64,
+    /// Per instruction of the rank's list, in order.
+    pub instructions: Vec<f64>,
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Comparison {
+    /// Median over the steps used of the slowest rank's step time, in seconds.
+    pub measured: f64,
+    /// The simulated step with the measured per-layer costs, in seconds.
+    pub predicted: f64,
+    /// Steps used: all but the first (warm-up) when there are several.
+    pub steps: usize,
+}
+
+impl Comparison {
+    /// Predicted relative to measured, in percent.
+    pub fn error_percent(&self) -> f64 {
+        (self.predicted / self.measured - 1.0) * 100.0
+    }
+}
+
+/// Per global layer: mean forward, backward-input (or whole backward) and backward-weight
+/// seconds, from the compute instructions of the stages holding it.
+struct MeasuredLayers {
+    forward: Vec<f64>,
+    backward_input: Vec<f64>,
+    backward_weight: Vec<f64>,
+}
+
+impl Costs for MeasuredLayers {
+    fn forward(&self, layers: std::ops::Range<u64>, _: u32) -> f64 {
+        layers.map(|l| self.forward[l as usize]).sum()
+    }
+    fn backward_input(&self, layers: std::ops::Range<u64>, _: u32) -> f64 {
+        layers.map(|l| self.backward_input[l as usize]).sum()
+    }
+    fn backward_weight(&self, layers: std::ops::Range<u64>, _: u32) -> f64 {
+        layers.map(|l| self.backward_weight[l as usize]).sum()
+    }
+}
+
+struct MeasuredDurations<'a> {
+    ir: &'a PlanIr,
+    layers: MeasuredLayers,
+    /// Per rank and op: mean seconds of its non-compute instructions (reductions, the
+    /// optimizer step, posting a send).
+    local: Vec<Vec<(Op, f64)>>,
+    /// A message's cost when nobody waits: the fastest receive measured.
+    transfer: f64,
+}
+
+impl Durations for MeasuredDurations<'_> {
+    fn instruction(&self, rank: u32, i: &Instr) -> f64 {
+        if i.op.is_compute() {
+            let s = &self.ir.stages[i.stage.unwrap_or(0) as usize];
+            return cost::compute_time(&self.layers, i.op, s.layers[0]..s.layers[1], i.mb.unwrap_or(0));
+        }
+        if i.op == Op::Recv {
+            return 0.0;
+        }
+        self.local[rank as usize].iter().find(|(op, _)| *op == i.op).map_or(0.0, |(_, t)| *t)
+    }
+    fn transfer(&self, _: u32, _: u32, _: &Instr) -> f64 {
+        self.transfer
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
+    let steps = profile.ranks.iter().map(|r| r.steps.len()).min().unwrap_or(0);
+    if steps == 0 || profile.ranks.len() != ir.ranks.len() {
+        return Err(format!(
+            "the profile holds {} ranks and {steps} steps; the plan has {} ranks",
+            profile.ranks.len(),
+            ir.ranks.len()
+        ));
+    }
+    let used = if steps > 1 { 1..steps } else { 0..steps };
+    let layer_count = ir.stages.iter().map(|s| s.layers[1]).max().unwrap_or(0) as usize;
+    // (stage, op) -> the measured times of its instructions, over ranks, steps and microbatches.
+    let mut compute: std::collections::BTreeMap<(u32, Op), Vec<f64>> = Default::default();
+    let mut local: Vec<std::collections::BTreeMap<Op, Vec<f64>>> = vec![Default::default(); ir.ranks.len()];
+    let mut receives = Vec::new();
+    for rp in &profile.ranks {
+        let list = &ir
+            .ranks
+            .get(rp.rank as usize)
+            .ok_or_else(|| format!("the profile names rank {}, which the plan lacks", rp.rank))?
+            .instructions;
+        for step in &rp.steps[used.clone()] {
+            if step.instructions.len() != list.len() {
+                return Err(format!(
+                    "rank {}: {} timings for {} instructions",
+                    rp.rank,
+                    step.instructions.len(),
+                    list.len()
+                ));
+            }
+            for (i, &t) in list.iter().zip(&step.instructions) {
+                match i.op {
+                    op if op.is_compute() => compute.entry((i.stage.unwrap_or(0), op)).or_default().push(t),
+                    Op::Recv => receives.push(t),
+                    op => local[rp.rank as usize].entry(op).or_default().push(t),
+                }
+            }
+        }
+    }
+    let mut layers = MeasuredLayers {
+        forward: vec![0.0; layer_count],
+        backward_input: vec![0.0; layer_count],
+        backward_weight: vec![0.0; layer_count],
+    };
+    for ((stage, op), times) in &compute {
+        let s = &ir.stages[*stage as usize];
+        let per_layer = mean(times) / (s.layers[1] - s.layers[0]).max(1) as f64;
+        let into = match op {
+            Op::Forward => &mut layers.forward,
+            Op::BackwardWeight => &mut layers.backward_weight,
+            _ => &mut layers.backward_input,
+        };
+        for l in s.layers[0]..s.layers[1] {
+            into[l as usize] = per_layer;
+        }
+    }
+    let durations = MeasuredDurations {
+        ir,
+        layers,
+        local: local.into_iter().map(|m| m.into_iter().map(|(op, t)| (op, mean(&t))).collect()).collect(),
+        transfer: receives.iter().cloned().reduce(f64::min).unwrap_or(0.0),
+    };
+    let timeline = execute::execute(ir, &durations).map_err(|d| format!("the plan deadlocks at {:?}", d.blocked))?;
+    let measured =
+        median(used.clone().map(|k| profile.ranks.iter().map(|r| r.steps[k].seconds).fold(0.0, f64::max)).collect());
+    Ok(Comparison { measured, predicted: timeline.makespan(), steps: used.len() })
+}
