@@ -26,10 +26,14 @@ fn python() -> &'static str {
 static TURN: Mutex<()> = Mutex::new(());
 
 fn verify(plan: &str, procs: u64, sets: &[String], env: &[(&str, &str)]) -> Output {
+    verify_with(plan, &["--procs", &procs.to_string()], sets, env)
+}
+
+fn verify_with(plan: &str, args: &[&str], sets: &[String], env: &[(&str, &str)]) -> Output {
     let python = python();
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
-    cmd.current_dir(root()).args(["verify", plan, "--procs", &procs.to_string(), "--python", python]);
+    cmd.current_dir(root()).args(["verify", plan, "--python", python]).args(args);
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -112,6 +116,26 @@ fn transpose_trainable_zbv_matches_one_process() {
 #[test]
 fn hyperparallel_style_prefix_transpose_matches_one_process() {
     matrix(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true);
+}
+
+/// Two replicas of two pipeline ranks: each replica runs its own microbatches, and the dp
+/// all-reduce must turn their gradients into the single process's over all of them.
+#[test]
+fn data_parallel_replicas_match_one_process() {
+    for (plan, sets) in [
+        (LM, vec!["schedule=1f1b".to_string()]),
+        (VLM, vec!["schedule=transpose, 1f1b".to_string(), "model.enc.frozen=false".to_string()]),
+    ] {
+        let mut cmd_sets = sets.clone();
+        cmd_sets.push("batch.microbatches=4".into());
+        let out = verify_with(plan, &["--procs", "2", "--dp", "2"], &cmd_sets, &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("(pp 2 x dp 2)"),
+            "{plan} {sets:?}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -182,6 +182,10 @@ enum Command {
         /// Pipeline ranks of the miniature (default: the plan's pp)
         #[arg(long)]
         procs: Option<u64>,
+        /// Data-parallel replicas of the miniature (N x DP processes); replica d runs the
+        /// data's microbatches d*M .. (d+1)*M
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        dp: u64,
         /// Optimizer steps
         #[arg(long, default_value_t = 2)]
         steps: usize,
@@ -231,8 +235,8 @@ pub fn main() -> ExitCode {
             sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
         }
         Command::Build { plan, out, force, target } => build::run(&cli.global, plan, out, *force, target),
-        Command::Verify { plan, procs, steps, python, profile } => {
-            verify::run(&cli.global, plan, *procs, *steps, python.as_deref(), *profile)
+        Command::Verify { plan, procs, dp, steps, python, profile } => {
+            verify::run(&cli.global, plan, *procs, *dp, *steps, python.as_deref(), *profile)
         }
     };
     ExitCode::from(status)

@@ -16,12 +16,13 @@ fn python(explicit: Option<&Path>) -> PathBuf {
 
 /// The miniature's changes to the plan, applied before checking so that a schedule the
 /// miniature's pipeline cannot run (too few microbatches for a V, say) gets the checker's
-/// diagnostic: `procs` pipeline ranks of one device each, one sample per microbatch.
-fn miniature_overrides(procs: u64) -> Vec<(String, String)> {
+/// diagnostic: `procs` pipeline ranks of one device each, `dp` replicas, one sample per
+/// microbatch.
+fn miniature_overrides(procs: u64, dp: u64) -> Vec<(String, String)> {
     [
         ("cluster.pp", procs),
-        ("cluster.devices", procs),
-        ("cluster.dp", 1),
+        ("cluster.devices", procs * dp),
+        ("cluster.dp", dp),
         ("cluster.tp", 1),
         ("cluster.ep", 1),
         ("batch.micro_batch_size", 1),
@@ -35,6 +36,7 @@ pub fn run(
     global: &Global,
     plan: &Path,
     procs: Option<u64>,
+    dp: u64,
     steps: usize,
     explicit: Option<&Path>,
     profile: bool,
@@ -50,7 +52,7 @@ pub fn run(
         },
     };
     let mut global = global.clone();
-    global.set.extend(miniature_overrides(procs));
+    global.set.extend(miniature_overrides(procs, dp));
     let global = &global;
     let mut reporter = Reporter::new(global);
     let (_, mini) = match super::check::load_plan(global, plan, &mut reporter) {
@@ -78,10 +80,12 @@ pub fn run(
     }
     let skeletons: Vec<String> = mini.schedule.iter().map(|s| s.skeleton.to_string()).collect();
     println!(
-        "verifying {} ({}) on {} processes, {} microbatches, {} step(s): miniature of {} layers",
+        "verifying {} ({}) on {} processes (pp {} x dp {}), {} microbatches, {} step(s): miniature of {} layers",
         plan.display(),
         skeletons.join(", "),
+        mini.cluster.pp * mini.cluster.dp,
         mini.cluster.pp,
+        mini.cluster.dp,
         mini.batch.microbatches,
         steps,
         mini.model.layers()

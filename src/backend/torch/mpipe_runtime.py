@@ -10,7 +10,8 @@ The adapter is a Python module (``--adapter module.name``; ``miniature`` is buil
     build(layers: range, kinds: list[dict], config: dict) -> torch.nn.Module
         the stage for global layers [layers.start, layers.stop); its forward(x, batch) takes the
         activation from the previous stage (None for the first stage) and this microbatch's batch
-    batch(mb: int, step: int, config: dict) -> dict       the inputs of microbatch mb
+    batch(mb: int, step: int, config: dict) -> dict       the inputs of microbatch mb (data-parallel
+        replica d's microbatch j is mb = d * M + j)
     loss(output, batch: dict) -> torch.Tensor             on the model's last stage
 Every layer must be built identically in every process (seed by layer index).
 
@@ -153,7 +154,7 @@ def describe(i):
 
 
 class Rank:
-    def __init__(self, plan, rank, adapter, config, dp_group=None):
+    def __init__(self, plan, rank, adapter, config, dp_group=None, replica=0):
         self.plan, self.rank, self.adapter, self.config = plan, rank, adapter, config
         self.m = plan["pipeline"]["microbatches"]
         self.last_stage = len(plan["stages"]) - 1
@@ -166,6 +167,8 @@ class Rank:
         params = [p for m in self.modules.values() for p in m.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
         self.dp_group = dp_group
+        # Replica d's microbatch j is the data's microbatch d * M + j.
+        self.first_mb = replica * self.m
         self.mailbox = {}
         # Per step: the seconds each instruction took, in list order (--profile).
         self.timings = []
@@ -181,7 +184,7 @@ class Rank:
         acts, grads, kept, batches, pending, losses = {}, {}, {}, {}, [], []
         durations = []
         self.timings.append(durations)
-        batch = lambda mb: batches.setdefault(mb, self.adapter.batch(mb, step, self.config))
+        batch = lambda mb: batches.setdefault(mb, self.adapter.batch(self.first_mb + mb, step, self.config))
         for k, i in enumerate(instructions):
             op = i["op"]
             started = time.perf_counter()
@@ -299,7 +302,7 @@ def run(plan, adapter, config, steps, out_dir=None, fail_at=None):
     glob = lambda p, d: next(c["global"] for c in plan["rank_map"] if c["pp"] == p and c["dp"] == d and c["tp"] == 0)
     groups = {d: dist.new_group([glob(p, d) for p in range(pp)], timeout=TIMEOUT) for d in range(dp)}
     dp_groups = {p: dist.new_group([glob(p, d) for d in range(dp)], timeout=TIMEOUT) for p in range(pp)} if dp > 1 else {}
-    r = Rank(plan, coord["pp"], adapter, config, dp_groups.get(coord["pp"]))
+    r = Rank(plan, coord["pp"], adapter, config, dp_groups.get(coord["pp"]), coord["dp"])
     r.pp_group = groups[coord["dp"]]
     r.global_rank = lambda peer: glob(peer, coord["dp"])
     record = {"grads": [], "losses": []}
@@ -314,7 +317,15 @@ def run(plan, adapter, config, steps, out_dir=None, fail_at=None):
                 if p.requires_grad and p.grad is not None:
                     g[name] = p.grad.detach().clone()
         record["grads"].append(g)
-        record["losses"].append(float(sum(losses)) if losses else None)
+        loss = None
+        if losses:
+            # The replicas' mean, as the gradients are after the dp all-reduce.
+            total = torch.stack(losses).sum()
+            if r.dp_group is not None:
+                dist.all_reduce(total, group=r.dp_group)
+                total /= dp
+            loss = float(total)
+        record["losses"].append(loss)
 
     r.before_step = before_step
     instructions = plan["ranks"][coord["pp"]]["instructions"]
@@ -345,7 +356,8 @@ def reference(plan, adapter, config, steps):
     model = adapter.build(range(0, layers), config["kinds"], config)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
-    m = plan["pipeline"]["microbatches"]
+    # Every replica's microbatches, each weighted as the dp average weighs it.
+    m = plan["pipeline"]["microbatches"] * plan["pipeline"]["dp"]
     out = {"grads": [], "losses": []}
     for step in range(steps):
         total = 0.0
