@@ -201,3 +201,32 @@ fn schedule_csv_runs_under_torch_pipelining() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The emitted launcher under torchrun: `bash OUT/torch/launch.sh` trains the plan's miniature
+/// and the rank holding the loss reports it every step.
+#[test]
+fn launch_sh_runs_under_torchrun() {
+    let python = python();
+    let out_dir = std::env::temp_dir().join(format!("mpipec-launch-{}", std::process::id()));
+    let build = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .current_dir(root())
+        .args(["build", VLM, "--target", "torch", "--force", "-o"])
+        .arg(&out_dir)
+        .args(["--set", "cluster.pp=2", "--set", "cluster.devices=2", "--set", "batch.microbatches=4"])
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let run = Command::new("bash")
+        .arg(out_dir.join("torch/launch.sh"))
+        .env("PYTHON", python)
+        .env("MPIPE_STEPS", "2")
+        .env("MASTER_PORT", port.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("step 0: loss ") && stdout.contains("step 1: loss "), "{stdout}");
+}

@@ -154,15 +154,14 @@ def describe(i):
 
 
 class Rank:
-    def __init__(self, plan, rank, adapter, config, dp_group=None, replica=0):
-        self.plan, self.rank, self.adapter, self.config = plan, rank, adapter, config
+    def __init__(self, plan, rank, adapter, config, device, dp_group=None, replica=0):
+        self.plan, self.rank, self.adapter, self.config, self.device = plan, rank, adapter, config, device
         self.m = plan["pipeline"]["microbatches"]
         self.last_stage = len(plan["stages"]) - 1
         self.modules = {}
         for s in plan["stages"]:
             if s.get("rank") == rank or s.get("ranks") == "all":
-                self.modules[s["id"]] = adapter.build(range(*s["layers"]), config["kinds"], config)
-        self.replicated = {s["region"] for s in plan["stages"] if s.get("ranks") == "all"}
+                self.modules[s["id"]] = adapter.build(range(*s["layers"]), config["kinds"], config).to(device)
         self.region_of = {s["id"]: s["region"] for s in plan["stages"]}
         params = [p for m in self.modules.values() for p in m.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
@@ -184,7 +183,8 @@ class Rank:
         acts, grads, kept, batches, pending, losses = {}, {}, {}, {}, [], []
         durations = []
         self.timings.append(durations)
-        batch = lambda mb: batches.setdefault(mb, self.adapter.batch(self.first_mb + mb, step, self.config))
+        on_device = lambda b: {k: v.to(self.device) for k, v in b.items()}
+        batch = lambda mb: batches.setdefault(mb, on_device(self.adapter.batch(self.first_mb + mb, step, self.config)))
         for k, i in enumerate(instructions):
             op = i["op"]
             started = time.perf_counter()
@@ -230,6 +230,8 @@ class Rank:
                     header[:5] = torch.tensor([DIRS[i["dir"]], i["stage"], i["mb"], DTYPES.index(t.dtype), t.dim()])
                     header[5 : 5 + t.dim()] = torch.tensor(t.shape)
                     peer = self.global_rank(i["peer"])
+                    # NCCL and HCCL send device tensors only: the header travels there too.
+                    header = header.to(self.device)
                     pending.append((dist.isend(header, peer), dist.isend(t, peer), header, t))
                 elif op == "recv":
                     key = (i["dir"], i["stage"], i["mb"])
@@ -264,10 +266,11 @@ class Rank:
         were sent (NCCL and HCCL match point-to-point messages in order, not by tag), which
         need not be the order this rank wants them: earlier arrivals wait in a mailbox."""
         while key not in self.mailbox.setdefault(peer, {}):
-            header = torch.zeros(HEADER, dtype=torch.int64)
+            header = torch.zeros(HEADER, dtype=torch.int64, device=self.device)
             dist.recv(header, peer)
+            header = header.cpu()
             d, stage, mb, dtype, ndim = (int(v) for v in header[:5])
-            t = torch.empty([int(v) for v in header[5 : 5 + ndim]], dtype=DTYPES[dtype])
+            t = torch.empty([int(v) for v in header[5 : 5 + ndim]], dtype=DTYPES[dtype], device=self.device)
             dist.recv(t, peer)
             self.mailbox[peer][(DIR_NAMES[d], stage, mb)] = t
         return self.mailbox[peer].pop(key)
@@ -277,6 +280,7 @@ class Rank:
 
 
 def init(backend=None):
+    """The process group, and this process's device: its local GPU or NPU, else the CPU."""
     if backend is None:
         backend = "gloo"
         if torch.cuda.is_available():
@@ -287,13 +291,22 @@ def init(backend=None):
                 backend = "hccl"
             except ImportError:
                 pass
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    elif backend == "hccl":
+        device = torch.device("npu", local)
+        torch.npu.set_device(device)
     dist.init_process_group(backend, timeout=TIMEOUT)
-    return backend
+    return device
 
 
-def run(plan, adapter, config, steps, out_dir=None, fail_at=None):
+def run(plan, adapter, config, steps, out_dir=None, fail_at=None, device=torch.device("cpu")):
     """One process of a launched plan (torchrun sets RANK and WORLD_SIZE)."""
-    world = dist.get_world_size()
+    if dist.get_world_size() != len(plan["rank_map"]):
+        raise SystemExit(f"the plan has {len(plan['rank_map'])} ranks; this job has {dist.get_world_size()} processes")
     me = dist.get_rank()
     coord = next(c for c in plan["rank_map"] if c["global"] == me)
     if coord["tp"] != 0 or plan["pipeline"]["tp"] != 1:
@@ -302,7 +315,7 @@ def run(plan, adapter, config, steps, out_dir=None, fail_at=None):
     glob = lambda p, d: next(c["global"] for c in plan["rank_map"] if c["pp"] == p and c["dp"] == d and c["tp"] == 0)
     groups = {d: dist.new_group([glob(p, d) for p in range(pp)], timeout=TIMEOUT) for d in range(dp)}
     dp_groups = {p: dist.new_group([glob(p, d) for d in range(dp)], timeout=TIMEOUT) for p in range(pp)} if dp > 1 else {}
-    r = Rank(plan, coord["pp"], adapter, config, dp_groups.get(coord["pp"]), coord["dp"])
+    r = Rank(plan, coord["pp"], adapter, config, device, dp_groups.get(coord["pp"]), coord["dp"])
     r.pp_group = groups[coord["dp"]]
     r.global_rank = lambda peer: glob(peer, coord["dp"])
     record = {"grads": [], "losses": []}
@@ -336,6 +349,8 @@ def run(plan, adapter, config, steps, out_dir=None, fail_at=None):
         started = time.perf_counter()
         r.step(step, instructions, fail_at if step == 0 else None)
         record["step_seconds"].append(time.perf_counter() - started)
+        if out_dir is None and record["losses"][-1] is not None and coord["dp"] == 0:
+            print(f"step {step}: loss {record['losses'][-1]:.6f} ({record['step_seconds'][-1]:.3f} s on rank {me})", flush=True)
     params = {}
     for s, m in r.modules.items():
         if plan["stages"][s].get("ranks") == "all" and r.rank != 0:
@@ -379,12 +394,12 @@ def reference(plan, adapter, config, steps):
 def _worker(rank, world, port, plan, config, steps, out_dir, fail):
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     torch.manual_seed(0)
-    worst =    init("gloo")
+    device = init("gloo")
     fail_at = None
     if fail and int(fail.split(":")[0]) == rank:
         fail_at = int(fail.split(":")[1])
     try:
-        run(plan, load_adapter(config.get("adapter", "miniature")), config, steps, out_dir, fail_at)
+        run(plan, load_adapter(config.get("adapter", "miniature")), config, steps, out_dir, fail_at, device)
     except Exception as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(1)
@@ -468,8 +483,8 @@ def main():
     config = json.load(open(a.config)) if a.config else {}
     if a.verify:
         sys.exit(verify(plan, config, a.steps, a.verify, a.profile))
-    init()
-    run(plan, load_adapter(config.get("adapter", "miniature")), config, a.steps)
+    device = init()
+    run(plan, load_adapter(config.get("adapter", "miniature")), config, a.steps, device=device)
 
 
 if __name__ == "__main__":
