@@ -54,6 +54,15 @@ pub fn diagnostics(plan: &Plan, simulation: &Simulation) -> Vec<Diagnostic> {
         .collect()
 }
 
+/// Above this many instructions the timeline pictures are left out: nobody reads a trace of
+/// millions of boxes, and writing one costs more than deriving the plan.
+pub const PICTURE_INSTRUCTIONS: usize = 200_000;
+
+/// Whether `artifacts` draws the timeline of `ir`.
+pub fn pictured(ir: &crate::ir::PlanIr) -> bool {
+    ir.ranks.iter().map(|r| r.instructions.len()).sum::<usize>() <= PICTURE_INSTRUCTIONS
+}
+
 pub fn artifacts(derived: &Derived, simulation: &Simulation) -> Vec<Artifact> {
     let ir = &derived.ir;
     let mut report = serde_json::to_string_pretty(&simulation.report).expect("the report serialises");
@@ -62,12 +71,17 @@ pub fn artifacts(derived: &Derived, simulation: &Simulation) -> Vec<Artifact> {
         Artifact { path: "plan.json".into(), contents: ir.to_json() },
         Artifact { path: "plan.txt".into(), contents: text::render(ir) },
         Artifact { path: "report.json".into(), contents: report },
-        Artifact {
+    ];
+    if pictured(ir) {
+        out.push(Artifact {
             path: "timeline.json".into(),
             contents: timeline::trace(ir, &simulation.timeline, &simulation.memory),
-        },
-        Artifact { path: "timeline.svg".into(), contents: timeline::svg(ir, &simulation.timeline, &ir.source) },
-    ];
+        });
+        out.push(Artifact {
+            path: "timeline.svg".into(),
+            contents: timeline::svg(ir, &simulation.timeline, &ir.source),
+        });
+    }
     if let Some(schedule) = csv::render(ir) {
         out.push(Artifact { path: "schedule.csv".into(), contents: schedule });
     }

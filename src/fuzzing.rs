@@ -44,10 +44,18 @@ pub fn check(data: &[u8]) -> crate::Checked {
     checked
 }
 
+/// Plans above this many stage-microbatches (pp × M) are not derived here: the fuzzer looks
+/// for shapes that break the compiler, and a 500 000-microbatch plan spends minutes in the
+/// instrumented build on nothing new. Size is the benches' and tests/robustness.rs' concern.
+pub const PIPELINE_FUZZ_SIZE: u64 = 20_000;
+
 /// Check, then for a valid plan derive, validate and simulate.
 pub fn pipeline(data: &[u8]) {
     let checked = check(data);
     let Some(plan) = &checked.plan else { return };
+    if plan.cluster.pp.saturating_mul(plan.batch.microbatches) > PIPELINE_FUZZ_SIZE {
+        return;
+    }
     let derived = match crate::build::derive_checked(plan) {
         Ok(d) => d,
         Err(e) => panic!("a checked plan failed validation: {:?}", e.problems),

@@ -20,6 +20,12 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[Str
     let simulation = mpipe::build::simulate(&plan_spec, &derived);
     reporter.emit(&mpipe::build::diagnostics(&plan_spec, &simulation), &checked.program.sources);
     let mut files = mpipe::build::artifacts(&derived, &simulation);
+    if !mpipe::build::pictured(&derived.ir) {
+        eprintln!(
+            "note: timeline.svg and timeline.json are left out: the plan has more than {} instructions",
+            mpipe::build::PICTURE_INSTRUCTIONS
+        );
+    }
     let targets: Vec<String> = if targets.is_empty() { plan_spec.targets.clone() } else { targets.to_vec() };
     for t in &targets {
         match t.as_str() {
