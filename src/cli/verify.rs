@@ -1,4 +1,5 @@
-//! `mpipec verify PLAN [--procs N] [--steps K] [--python PATH]`
+//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--python PATH] [--profile]`: the plan's
+//! miniature run by the torch runtime in N × D processes and in one, compared.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +22,7 @@ fn python(explicit: Option<&Path>) -> PathBuf {
 fn miniature_overrides(procs: u64, dp: u64) -> Vec<(String, String)> {
     [
         ("cluster.pp", procs),
-        ("cluster.devices", procs * dp),
+        ("cluster.devices", procs.saturating_mul(dp)),
         ("cluster.dp", dp),
         ("cluster.tp", 1),
         ("cluster.ep", 1),
