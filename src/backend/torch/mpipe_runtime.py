@@ -180,7 +180,7 @@ class Rank:
                         yield p
 
     def step(self, step, instructions, fail_at=None):
-        acts, grads, kept, batches, pending, losses = {}, {}, {}, {}, [], []
+        acts, grads, kept, batches, pending, losses, sends = {}, {}, {}, {}, [], [], []
         durations = []
         self.timings.append(durations)
         on_device = lambda b: {k: v.to(self.device) for k, v in b.items()}
@@ -232,7 +232,12 @@ class Rank:
                     peer = self.global_rank(i["peer"])
                     # NCCL and HCCL send device tensors only: the header travels there too.
                     header = header.to(self.device)
-                    pending.append((dist.isend(header, peer), dist.isend(t, peer), header, t))
+                    sends += [dist.P2POp(dist.isend, header, peer), dist.P2POp(dist.isend, t, peer)]
+                    # A run of sends goes out as one batch (one NCCL group call).
+                    if k + 1 == len(instructions) or instructions[k + 1]["op"] != "send":
+                        # The ops keep their tensors alive until the works are waited on.
+                        pending.append((dist.batch_isend_irecv(sends), sends))
+                        sends = []
                 elif op == "recv":
                     key = (i["dir"], i["stage"], i["mb"])
                     t = self.receive(self.global_rank(i["peer"]), key)
@@ -256,9 +261,9 @@ class Rank:
             except Exception as e:
                 raise RuntimeError(f"rank {self.rank}, instruction {k} ({describe(i)}): {e}") from e
             durations.append(time.perf_counter() - started)
-        for header, payload, _, _ in pending:
-            header.wait()
-            payload.wait()
+        for works, _ in pending:
+            for work in works:
+                work.wait()
         return losses
 
     def receive(self, peer, key):
