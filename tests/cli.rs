@@ -36,14 +36,7 @@ fn examples_check_clean() {
 #[test]
 fn fixtures_give_the_library_diagnostics() {
     let loader = common::ui_loader();
-    let ui = common::root().join("tests/ui");
-    for path in common::files_under(&ui, "mpipe") {
-        let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
-        if key.contains("/lib/") {
-            continue;
-        }
-        let bytes = std::fs::read(&path).unwrap();
-        let set = common::overrides(&bytes);
+    for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
         let lib = mpipe::check_with(&key, &key, bytes, &loader, &set);
         let shown = format!("tests/ui/{key}");
         let mut args = vec!["--message-format".to_string(), "json".to_string(), "check".to_string(), shown.clone()];

@@ -37,15 +37,8 @@ fn generated_too_large() {
 #[test]
 fn every_code_has_a_fixture() {
     let loader = common::ui_loader();
-    let ui = common::root().join("tests/ui");
     let mut seen: BTreeSet<Code> = BTreeSet::from([Code::E0004]); // generated_too_large
-    for path in common::files_under(&ui, "mpipe") {
-        let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
-        if key.contains("/lib/") {
-            continue;
-        }
-        let bytes = std::fs::read(&path).unwrap();
-        let set = common::overrides(&bytes);
+    for common::Fixture { key, path, bytes, set } in common::ui_fixtures() {
         let checked = mpipe::check_with(&key, &key, bytes, &loader, &set);
         let all = checked.all_diagnostics();
         seen.extend(all.iter().map(|d| d.code));

@@ -51,6 +51,31 @@ pub fn overrides(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A plan fixture under tests/ui/ (libraries under `lib/` left out): its key (path below
+/// tests/ui), path, bytes and `// set:` overrides.
+pub struct Fixture {
+    pub key: String,
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    pub set: Vec<(String, String)>,
+}
+
+pub fn ui_fixtures() -> Vec<Fixture> {
+    let ui = root().join("tests/ui");
+    files_under(&ui, "mpipe")
+        .into_iter()
+        .filter_map(|path| {
+            let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
+            if key.contains("/lib/") {
+                return None;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            let set = overrides(&bytes);
+            Some(Fixture { key, path, bytes, set })
+        })
+        .collect()
+}
+
 /// Checks `bytes` as the file `key` and renders every diagnostic: (human, json lines).
 pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpipe::Checked, String, String) {
     let set = overrides(&bytes);
