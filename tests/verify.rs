@@ -41,6 +41,17 @@ fn verify_with(plan: &str, args: &[&str], sets: &[String], env: &[(&str, &str)])
     cmd.output().expect("running mpipec verify")
 }
 
+/// `mpipec build PLAN --target torch -o OUT` with `sets` as `--set`s; panics unless it succeeds.
+fn build_torch(plan: &str, out_dir: &std::path::Path, sets: &[String]) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
+    cmd.current_dir(root()).args(["build", plan, "--target", "torch", "--force", "-o"]).arg(out_dir);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let out = cmd.output().expect("running mpipec build");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Every process count of the issue, each with a microbatch count that is a multiple of it
 /// and, where the skeleton allows one, one that is not.
 fn matrix(plan: &str, schedule: &str, owner: Option<&str>, extra: &[&str], uneven: bool) {
@@ -176,20 +187,16 @@ fn schedule_csv_runs_under_torch_pipelining() {
                 schedule.replace(['(', ')'], "")
             ));
             let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-            let build = Command::new(env!("CARGO_BIN_EXE_mpipec"))
-                .current_dir(root())
-                .args(["build", LM, "--target", "torch", "--force", "-o"])
-                .arg(&out_dir)
-                .args(["--set", &format!("schedule={schedule}"), "--set", &format!("cluster.pp={procs}")])
-                .args([
-                    "--set",
-                    &format!("cluster.devices={procs}"),
-                    "--set",
-                    &format!("batch.microbatches={}", 2 * procs),
-                ])
-                .output()
-                .unwrap();
-            assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+            build_torch(
+                LM,
+                &out_dir,
+                &[
+                    format!("schedule={schedule}"),
+                    format!("cluster.pp={procs}"),
+                    format!("cluster.devices={procs}"),
+                    format!("batch.microbatches={}", 2 * procs),
+                ],
+            );
             let run =
                 Command::new(python).arg(root().join("tests/verify/torch_schedule.py")).arg(&out_dir).output().unwrap();
             let stdout = String::from_utf8_lossy(&run.stdout);
@@ -208,14 +215,8 @@ fn schedule_csv_runs_under_torch_pipelining() {
 fn launch_sh_runs_under_torchrun() {
     let python = python();
     let out_dir = std::env::temp_dir().join(format!("mpipec-launch-{}", std::process::id()));
-    let build = Command::new(env!("CARGO_BIN_EXE_mpipec"))
-        .current_dir(root())
-        .args(["build", VLM, "--target", "torch", "--force", "-o"])
-        .arg(&out_dir)
-        .args(["--set", "cluster.pp=2", "--set", "cluster.devices=2", "--set", "batch.microbatches=4"])
-        .output()
-        .unwrap();
-    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let sets = ["cluster.pp=2", "cluster.devices=2", "batch.microbatches=4"].map(String::from);
+    build_torch(VLM, &out_dir, &sets);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let run = Command::new("bash")
