@@ -247,6 +247,14 @@ pub struct OwnerStmt {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetStmt {
-    pub targets: Vec<Ident>,
+    pub targets: Vec<Target>,
+    pub span: Span,
+}
+
+/// `megatron` or `megatron(nearest)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub name: Ident,
+    pub option: Option<Ident>,
     pub span: Span,
 }

@@ -47,14 +47,19 @@ impl Checked {
     }
 
     /// The check's diagnostics and, for a valid plan, what deriving and simulating it adds
-    /// (a rank over its device memory): everything `build` would report.
+    /// (a rank over its device memory) and what its `target`s say of it: everything `build`
+    /// would report.
     pub fn all_diagnostics(&self) -> Vec<Diagnostic> {
         let mut all = self.diagnostics.clone();
         if let Some(plan) = &self.plan
             && let Ok(derived) = build::derive_checked(plan)
         {
             all.extend(build::diagnostics(plan, &build::simulate(plan, &derived)));
+            for request in backend::requests(plan, &[], false).unwrap_or_default() {
+                all.extend(backend::diagnostics(request, plan, &derived));
+            }
         }
+        diagnostics::sort(&mut all);
         all
     }
 }

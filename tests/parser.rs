@@ -90,12 +90,16 @@ fn imports() {
 
 #[test]
 fn comments_strings_and_ranges() {
-    let m = module("/* a */ cut /* b */ enc[0..4] + enc[4..8] // c\n | llm; target mindspeed-mm;\n");
+    let m = module("/* a */ cut /* b */ enc[0..4] + enc[4..8] // c\n | llm; target mindspeed-mm, megatron(nearest);\n");
     let Item::Cut(cut) = &m.items[0] else { panic!() };
     assert_eq!(cut.regions[0].segments.len(), 2);
     assert_eq!(cut.regions[0].segments[1].range.as_ref().map(|r| (r.start, r.end)), Some((4, 8)));
     let Item::Target(t) = &m.items[1] else { panic!() };
-    assert_eq!(t.targets[0].name, "mindspeed-mm");
+    assert_eq!(t.targets[0].name.name, "mindspeed-mm");
+    assert!(t.targets[0].option.is_none());
+    assert_eq!(t.targets[1].option.as_ref().map(|o| o.name.as_str()), Some("nearest"));
+    fails("target megatron();");
+    fails("target megatron(nearest, x);");
     module("batch { note = \"a \\\"quoted\\\" // not a comment\"; }");
     fails("batch { note = \"unterminated; }");
     fails("/* unterminated");

@@ -12,27 +12,21 @@ pub const RUNTIME: &str = include_str!("torch/mpipe_runtime.py");
 
 pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
     let world = ir.rank_map.len();
-    let launch = format!(
-        r#"#!/usr/bin/env bash
-# Launches {source} with the mpipe torch runtime: {world} processes ({pp} pipeline ranks x {dp}
-# data-parallel replicas). Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT and
-# NPROC_PER_NODE on every node. The model comes from the adapter that MPIPE_CONFIG (a JSON
-# file, default config.json here: the built-in miniature of the plan's model) names under
-# "adapter"; see mpipe_runtime.py for the adapter interface.
-set -euo pipefail
-here="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
-nnodes="${{NNODES:-1}}"
-nproc="${{NPROC_PER_NODE:-$(( {world} / nnodes ))}}"
-exec "${{PYTHON:-python3}}" -m torch.distributed.run \
-    --nnodes "$nnodes" --node-rank "${{NODE_RANK:-0}}" \
-    --master-addr "${{MASTER_ADDR:-127.0.0.1}}" --master-port "${{MASTER_PORT:-29500}}" \
-    --nproc-per-node "$nproc" \
-    "$here/mpipe_runtime.py" --plan "$here/../plan.json" --config "${{MPIPE_CONFIG:-$here/config.json}}" --steps "${{MPIPE_STEPS:-1}}"
-"#,
-        source = ir.source,
-        pp = ir.pipeline.ranks,
-        dp = ir.pipeline.dp,
-    );
+    let comment = [
+        format!(
+            "Launches {} with the mpipe torch runtime: {world} processes ({} pipeline ranks x {} data-parallel",
+            ir.source, ir.pipeline.ranks, ir.pipeline.dp
+        ),
+        "replicas). Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT and NPROC_PER_NODE on".into(),
+        "every node. The model comes from the adapter that MPIPE_CONFIG (a JSON file, default".into(),
+        "config.json here: the built-in miniature of the plan's model) names under \"adapter\"; see".into(),
+        "mpipe_runtime.py for the adapter interface.".into(),
+    ];
+    let mut launch = super::shell::prologue(&comment, world as u64, 29500);
+    launch.push_str(&format!(
+        "exec \"${{PYTHON:-python3}}\" -m torch.distributed.run {} \\\n    \"$here/mpipe_runtime.py\" --plan \"$here/../plan.json\" \\\n    --config \"${{MPIPE_CONFIG:-$here/config.json}}\" --steps \"${{MPIPE_STEPS:-1}}\"\n",
+        super::shell::TORCHRUN_OPTIONS
+    ));
     let config = serde_json::to_string_pretty(&miniature_config(plan)).expect("json values serialise") + "\n";
     vec![
         Artifact { path: "torch/launch.sh".into(), contents: launch },

@@ -3,7 +3,7 @@
 use super::Ctx;
 use super::fields::Fields;
 use super::schema;
-use super::spec::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS};
+use super::spec::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS, TargetSpec};
 use crate::algebra::skeleton::{self, ParamKind};
 use crate::algebra::{Cut, Fill, OwnerSpec, Region, Skeleton};
 use crate::ast::{self, DefKind, Item, ValueKind};
@@ -533,7 +533,7 @@ impl Ctx<'_> {
             other => unreachable!("skeleton table and constructor disagree on {other}"),
         };
         self.split_spans.push(split.as_ref().map(|(_, s)| *s));
-        Some(RegionSchedule { skeleton, split: split.map(|(l, _)| l) })
+        Some(RegionSchedule { skeleton, split: split.map(|(l, _)| l), span: expr.span })
     }
 
     fn owner(&mut self, stmt: &ast::OwnerStmt) -> Option<OwnerSpec> {
@@ -576,14 +576,31 @@ impl Ctx<'_> {
         }
     }
 
-    fn targets(&mut self, stmt: &ast::TargetStmt) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
+    fn targets(&mut self, stmt: &ast::TargetStmt) -> Vec<TargetSpec> {
+        let mut out: Vec<TargetSpec> = Vec::new();
         for t in &stmt.targets {
-            if !TARGETS.contains(&t.name.as_str()) {
-                let suggestion = did_you_mean(&t.name, TARGETS.iter().copied());
-                self.error(Error::UnknownTarget { span: t.span, name: t.name.clone(), suggestion });
-            } else if !out.contains(&t.name) {
-                out.push(t.name.clone());
+            let name = &t.name.name;
+            if !TARGETS.contains(&name.as_str()) {
+                let suggestion = did_you_mean(name, TARGETS.iter().copied());
+                self.error(Error::UnknownTarget { span: t.name.span, name: name.clone(), suggestion });
+                continue;
+            }
+            let nearest = match &t.option {
+                None => false,
+                Some(o) if o.name == "nearest" => true,
+                Some(o) => {
+                    self.error(Error::InvalidChoice {
+                        span: o.span,
+                        what: "target option".into(),
+                        found: o.name.clone(),
+                        choices: vec!["nearest"],
+                        suggestion: did_you_mean(&o.name, ["nearest"]),
+                    });
+                    continue;
+                }
+            };
+            if !out.iter().any(|o| &o.name == name) {
+                out.push(TargetSpec { name: name.clone(), nearest, span: Some(t.span) });
             }
         }
         out

@@ -184,6 +184,17 @@ impl Batch {
 pub struct RegionSchedule {
     pub skeleton: Skeleton,
     pub split: Option<Vec<u64>>,
+    /// The skeleton as written in the `schedule` statement.
+    pub span: Span,
+}
+
+/// A backend the plan asks `build` for, and whether a skeleton the backend cannot run is
+/// replaced by its nearest native equivalent (`target megatron(nearest);`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetSpec {
+    pub name: String,
+    pub nearest: bool,
+    pub span: Option<Span>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -196,5 +207,5 @@ pub struct Plan {
     pub cut: Cut,
     pub schedule: Vec<RegionSchedule>,
     pub owner: Option<OwnerSpec>,
-    pub targets: Vec<String>,
+    pub targets: Vec<TargetSpec>,
 }

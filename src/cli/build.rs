@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use super::report::Reporter;
-use super::{EXIT_USAGE, Global, output};
+use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
 
 pub const EXIT_INTERNAL: u8 = 101;
 
-pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[String]) -> u8 {
+pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[String], nearest: bool) -> u8 {
     let mut reporter = Reporter::new(global);
     let (checked, plan_spec) = match super::check::load_plan(global, plan, &mut reporter) {
         Ok(loaded) => loaded,
@@ -26,23 +26,38 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[Str
             mpipe::build::PICTURE_INSTRUCTIONS
         );
     }
-    let targets: Vec<String> = if targets.is_empty() { plan_spec.targets.clone() } else { targets.to_vec() };
-    for t in &targets {
-        match t.as_str() {
-            "torch" => files.extend(mpipe::backend::torch::artifacts(&plan_spec, &derived.ir)),
-            other if mpipe::check::spec::TARGETS.contains(&other) => {
-                eprintln!("warning: the `{other}` backend is not part of this version; nothing is written for it");
+    let requests = match mpipe::backend::requests(&plan_spec, targets, nearest) {
+        Ok(r) => r,
+        Err(unknown) => {
+            reporter.plain_error(&format!(
+                "unknown target `{unknown}`: targets are {}",
+                mpipe::check::spec::TARGETS.join(", ")
+            ));
+            reporter.finish();
+            return EXIT_USAGE;
+        }
+    };
+    // Every target is emitted (or refused) before anything is written: one that cannot run
+    // the plan leaves the output directory as it was.
+    let mut failed = false;
+    for request in requests {
+        match mpipe::backend::emit(request, &plan_spec, &derived) {
+            Ok(emitted) => {
+                reporter.emit(&emitted.diagnostics, &checked.program.sources);
+                files.extend(emitted.artifacts);
             }
-            other => {
-                reporter.plain_error(&format!(
-                    "unknown target `{other}`: targets are {}",
-                    mpipe::check::spec::TARGETS.join(", ")
-                ));
-                reporter.finish();
-                return EXIT_USAGE;
+            Err(diagnostics) => {
+                reporter.emit(&diagnostics, &checked.program.sources);
+                failed = true;
             }
         }
     }
+    if failed {
+        reporter.finish();
+        eprintln!("nothing was written to {}", out.display());
+        return EXIT_INPUT;
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
     if let Err(message) = output::write_atomically(out, &files, force) {
         reporter.plain_error(&message);
         reporter.finish();

@@ -171,9 +171,14 @@ enum Command {
         /// Write into a directory that holds other files too, replacing only mpipec's own
         #[arg(long)]
         force: bool,
-        /// Backends to emit, comma-separated (default: the plan's `target`); `torch` today
+        /// Backends to emit, comma-separated (default: the plan's `target`): torch, megatron,
+        /// mindformers, mindspeed-mm, hyperparallel
         #[arg(long, value_delimiter = ',')]
         target: Vec<String>,
+        /// For a target that cannot run the plan as written, emit its nearest native plan
+        /// (with a warning that says what changed) instead of refusing
+        #[arg(long)]
+        nearest: bool,
     },
     /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
     /// pipelining; compare loss, gradients and parameters
@@ -234,7 +239,9 @@ pub fn main() -> ExitCode {
         Command::Sim { plan, json, compare, samples, seed } => {
             sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
         }
-        Command::Build { plan, out, force, target } => build::run(&cli.global, plan, out, *force, target),
+        Command::Build { plan, out, force, target, nearest } => {
+            build::run(&cli.global, plan, out, *force, target, *nearest)
+        }
         Command::Verify { plan, procs, dp, steps, python, profile } => {
             verify::run(&cli.global, plan, *procs, *dp, *steps, python.as_deref(), *profile)
         }

@@ -5,6 +5,7 @@
 //! reductions and the optimizer step close the step. All of it is one order graph, lowered to
 //! one instruction list per pipeline rank.
 
+pub mod folded;
 pub mod order;
 pub mod owner;
 pub mod placement;

@@ -2,7 +2,7 @@
 //! explanation in `codes/<CODE>.md` (summary line, erroneous example, fix). Codes are never
 //! reused or deleted; a retired code keeps its text and says it is no longer emitted.
 //! E00xx syntax and input, E01xx imports and names, E02xx fields and types, E03xx the
-//! algebra's rules, W0xxx warnings.
+//! algebra's rules, E04xx the backends, W0xxx warnings.
 
 use serde::{Serialize, Serializer};
 
@@ -32,7 +32,8 @@ registry! {
     E0201, E0202, E0203, E0204, E0205, E0206, E0207, E0208, E0209, E0210,
     E0301, E0302, E0303, E0304, E0305, E0306, E0307, E0308, E0309, E0310, E0311, E0312,
     E0313, E0314, E0315, E0316, E0317, E0318,
-    W0001, W0002, W0003,
+    E0401, E0402,
+    W0001, W0002, W0003, W0004,
 }
 
 impl Code {

@@ -227,7 +227,14 @@ impl Printer<'_> {
                 self.line(&format!("owner {};", value(self.src, &o.spec)), span.start as usize, span.end as usize)
             }
             Item::Target(t) => {
-                let names: Vec<&str> = t.targets.iter().map(|t| t.name.as_str()).collect();
+                let names: Vec<String> = t
+                    .targets
+                    .iter()
+                    .map(|t| match &t.option {
+                        Some(option) => format!("{}({})", t.name.name, option.name),
+                        None => t.name.name.clone(),
+                    })
+                    .collect();
                 self.line(&format!("target {};", names.join(", ")), span.start as usize, span.end as usize);
             }
         }

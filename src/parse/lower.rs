@@ -219,7 +219,17 @@ impl Lower {
 
     fn target(&self, pair: Pair<Rule>) -> TargetStmt {
         let span = self.span(&pair);
-        let targets = pair.into_inner().skip(1).map(|t| self.ident(t)).collect();
+        let targets = pair
+            .into_inner()
+            .skip(1)
+            .map(|t| {
+                let span = self.span(&t);
+                let mut inner = t.into_inner();
+                let name = self.ident(inner.next().expect("grammar: target name"));
+                let option = inner.next().map(|o| self.ident(o));
+                Target { name, option, span }
+            })
+            .collect();
         TargetStmt { targets, span }
     }
 }

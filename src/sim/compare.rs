@@ -2,10 +2,10 @@
 //! cluster and cost model, so a speedup compares schedules and nothing else.
 
 use super::report::{Compared, simulate};
-use crate::algebra::{Cut, Fill, Layout, OwnerSpec, Region, Skeleton};
+use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
 use crate::check::spec::{Plan, RegionSchedule};
-use crate::cost::Costs;
 use crate::cost::model::CostModel;
+use crate::derive::folded;
 
 /// A baseline: its name, what it is, and the plan that expresses it.
 struct Baseline {
@@ -36,81 +36,35 @@ pub fn compare(plan: &Plan, step: f64) -> Vec<Compared> {
         .collect()
 }
 
-/// The whole model as one sharded region with a pinned split.
-fn single_region(plan: &Plan, skeleton: Skeleton, split: Vec<u64>) -> Plan {
-    let layers = plan.model.layers();
-    let mut segments = Vec::new();
-    for (i, p) in plan.model.parts.iter().enumerate() {
-        segments.push((i, 0..p.arch.layers()));
-    }
-    let name = plan.model.parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(" + ");
-    Plan {
-        cut: Cut { regions: vec![Region { name, layers: 0..layers, segments }] },
-        schedule: vec![RegionSchedule { skeleton, split: Some(split) }],
-        owner: None,
-        ..plan.clone()
-    }
-}
-
-/// Cost of each layer, forward and backward, for microbatch 0.
-fn weights(model: &CostModel, layers: std::ops::Range<u64>) -> Vec<f64> {
-    layers
-        .map(|l| model.forward(l..l + 1, 0) + model.backward_input(l..l + 1, 0) + model.backward_weight(l..l + 1, 0))
-        .collect()
-}
-
-/// Splits `weights` into `count` stages, minimising the costliest, keeping the first `glued`
-/// weights together in stage 0.
-fn split_with_head(weights: &[f64], glued: usize, count: usize) -> Vec<u64> {
-    let head: f64 = weights[..glued].iter().sum();
-    let mut merged = vec![head];
-    merged.extend_from_slice(&weights[glued..]);
-    let costs = Weights(merged);
-    let mut sizes = crate::derive::placement::balanced_split(0..costs.0.len() as u64, count, &costs);
-    sizes[0] += glued as u64 - 1;
-    sizes
-}
-
-struct Weights(Vec<f64>);
-
-impl Costs for Weights {
-    fn forward(&self, layers: std::ops::Range<u64>, _: u32) -> f64 {
-        layers.map(|l| self.0[l as usize]).sum()
-    }
-    fn backward_input(&self, _: std::ops::Range<u64>, _: u32) -> f64 {
-        0.0
-    }
-    fn backward_weight(&self, _: std::ops::Range<u64>, _: u32) -> f64 {
-        0.0
-    }
-}
-
 fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
     let model = CostModel::new(plan);
     let p = plan.cluster.pp as usize;
     let enc = &plan.cut.regions[0];
     let enc_layers = (enc.layers.end - enc.layers.start) as usize;
-    let all = weights(&model, 0..plan.model.layers());
+    let all = folded::layer_weights(&model, 0..plan.model.layers());
     let mut out = Vec::new();
     // Megatron-style (LLaVA): the encoder inside pipeline stage 0, the LLM split so stage 0
     // is not the bottleneck, plain 1F1B.
     out.push(Baseline {
         name: "megatron-style",
         description: "encoder folded into stage 0, LLM layers balanced around it, 1F1B".into(),
-        plan: single_region(plan, Skeleton::OneFOneB, split_with_head(&all, enc_layers, p)),
+        plan: folded::fold(plan, Skeleton::OneFOneB, enc_layers as u64),
     });
     // DistTrain-like: the encoder on its own leading stage(s) on dedicated ranks; the count
     // of encoder stages that balances the pipeline best.
     let best = (1..p.min(enc_layers + 1))
         .filter_map(|k| {
-            let mut split =
-                crate::derive::placement::balanced_split(0..enc_layers as u64, k, &Weights(all[..enc_layers].to_vec()));
+            let mut split = crate::derive::placement::balanced_split(
+                0..enc_layers as u64,
+                k,
+                &folded::Weights(all[..enc_layers].to_vec()),
+            );
             split.extend(crate::derive::placement::balanced_split(
                 0..(all.len() - enc_layers) as u64,
                 p - k,
-                &Weights(all[enc_layers..].to_vec()),
+                &folded::Weights(all[enc_layers..].to_vec()),
             ));
-            let candidate = single_region(plan, Skeleton::OneFOneB, split);
+            let candidate = folded::single_region(plan, Skeleton::OneFOneB, split);
             step_time(&candidate).map(|t| (t, k, candidate))
         })
         .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -123,7 +77,8 @@ fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
     }
     let body = plan.schedule[1..].to_vec();
     let with = |fill: Fill, owner: OwnerSpec| {
-        let mut schedule = vec![RegionSchedule { skeleton: Skeleton::Transpose { fill }, split: None }];
+        let mut schedule =
+            vec![RegionSchedule { skeleton: Skeleton::Transpose { fill }, split: None, span: plan.schedule[0].span }];
         schedule.extend(body.iter().cloned());
         Plan { schedule, owner: Some(owner), ..plan.clone() }
     };
@@ -158,7 +113,8 @@ fn skeleton_baselines(plan: &Plan) -> Vec<Baseline> {
     .filter(|s| plan.schedule.len() != 1 || plan.schedule[0].skeleton != *s)
     .filter(|s| s.check_microbatches(p, m).is_ok() && layers >= p * u64::from(s.chunks()))
     .map(|s| {
-        let schedule = plan.schedule.iter().map(|_| RegionSchedule { skeleton: s, split: None }).collect();
+        let schedule =
+            plan.schedule.iter().map(|r| RegionSchedule { skeleton: s, split: None, span: r.span }).collect();
         Baseline {
             name: s.name(),
             description: format!("the same pipeline under {s}"),

@@ -86,3 +86,18 @@ pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpip
     let json: String = all.iter().map(|d| to_json(d, sources) + "\n").collect();
     (checked, human, json)
 }
+
+/// The plans under `dirs` (relative to the repository) and what they import, in memory, keyed
+/// by their path relative to the repository.
+pub fn repo_loader(dirs: &[&str]) -> MemoryLoader {
+    let mut loader = MemoryLoader::new();
+    for dir in dirs {
+        for ext in ["mpipe", "csv"] {
+            for path in files_under(&root().join(dir), ext) {
+                let key = path.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+                loader.insert(&key, &std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    loader
+}

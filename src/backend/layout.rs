@@ -1,0 +1,89 @@
+//! The sharded body as the launch-configuration backends describe it: per body stage, how
+//! many of its layers belong to the encoder and how many to the LLM, and which rank holds it.
+
+use crate::check::spec::{ArchKind, Decoder, Encoder, Part, Plan};
+use crate::derive::Derived;
+use crate::derive::skeletons::rank_of;
+use crate::ir::Mapping;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BodyLayout {
+    pub pp: u32,
+    /// Body stages per rank (virtual pipeline stages).
+    pub chunks: u32,
+    pub mapping: Mapping,
+    /// Per body stage, in body order: its layers of encoder parts and of decoder parts.
+    pub encoder: Vec<u64>,
+    pub decoder: Vec<u64>,
+}
+
+impl BodyLayout {
+    pub fn of(plan: &Plan, derived: &Derived) -> BodyLayout {
+        let placement = &derived.placement;
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for part in &plan.model.parts {
+            let end = start + part.arch.layers();
+            parts.push((start..end, part.arch.is_encoder()));
+            start = end;
+        }
+        let (mut encoder, mut decoder) = (Vec::new(), Vec::new());
+        for stage in placement.stages.iter().filter(|s| s.rank.is_some()) {
+            let (mut e, mut d) = (0, 0);
+            for (range, is_encoder) in &parts {
+                let overlap = stage.layers.end.min(range.end).saturating_sub(stage.layers.start.max(range.start));
+                if *is_encoder { e += overlap } else { d += overlap }
+            }
+            encoder.push(e);
+            decoder.push(d);
+        }
+        BodyLayout {
+            pp: placement.body.shape.ranks,
+            chunks: placement.body.shape.chunks,
+            mapping: placement.body.mapping,
+            encoder,
+            decoder,
+        }
+    }
+
+    /// `per_stage` as `[chunk][rank]`: what rank r holds in its chunk c. With the loop mapping
+    /// that is body stage c·pp + r; with the V mapping odd chunks run back up the ranks.
+    pub fn by_chunk(&self, per_stage: &[u64]) -> Vec<Vec<u64>> {
+        let pp = self.pp as usize;
+        let mut out = vec![vec![0; pp]; self.chunks as usize];
+        for (b, &n) in per_stage.iter().enumerate() {
+            out[b / pp][rank_of(self.mapping, self.pp, b as u32) as usize] = n;
+        }
+        out
+    }
+
+    pub fn decoder_layers(&self) -> u64 {
+        self.decoder.iter().sum()
+    }
+}
+
+/// The LLM: the model's first decoder part.
+pub fn decoder(plan: &Plan) -> Option<(&Part, &Decoder)> {
+    plan.model.parts.iter().find_map(|p| match &p.arch.kind {
+        ArchKind::Decoder(d) => Some((p, d)),
+        ArchKind::Encoder(_) => None,
+    })
+}
+
+/// The modality encoder: the model's first encoder part.
+pub fn encoder(plan: &Plan) -> Option<(&Part, &Encoder)> {
+    plan.model.parts.iter().find_map(|p| match &p.arch.kind {
+        ArchKind::Encoder(e) => Some((p, e)),
+        ArchKind::Decoder(_) => None,
+    })
+}
+
+/// Sequences of every data-parallel replica in one step.
+pub fn global_batch(plan: &Plan) -> u64 {
+    plan.batch.micro_batch_size * plan.batch.microbatches * plan.cluster.dp
+}
+
+/// The most encoder tokens a sequence carries.
+pub fn max_image_tokens(plan: &Plan) -> u64 {
+    plan.batch.image_tokens.iter().copied().max().unwrap_or(0)
+}

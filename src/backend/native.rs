@@ -1,0 +1,204 @@
+//! What each launch-configuration target runs natively, and the nearest native plan of one it
+//! does not: the skeleton × target table of the README, as code.
+//!
+//! Megatron-LM, MindFormers and MindSpeed-MM build the modality encoder into pipeline stage 0
+//! (`add_encoder = is_pipeline_first_stage()`, a Cell's `pipeline_stage = 0`, a ViT list that
+//! is zero after stage 0); none replicates it. HyperParallel replicates it with its public
+//! `ScheduleMPipeTranspose`: one encoder block before each rank's body, owners round-robin.
+
+use crate::algebra::skeleton::body_skeleton;
+use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
+use crate::check::spec::Plan;
+use crate::derive::{Derived, folded};
+use crate::span::Span;
+
+use super::Target;
+use super::layout::BodyLayout;
+
+/// One thing the nearest native plan does differently, at the schedule entry it replaces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    pub span: Span,
+    pub what: String,
+}
+
+pub enum Verdict {
+    Native,
+    Nearest { changes: Vec<Change>, plan: Box<Plan> },
+    Impossible { span: Span, reason: String, help: String },
+}
+
+/// How `target` runs a body skeleton: as written, or as the nearest skeleton it has and why
+/// (said of the target: "has no zero-bubble schedule").
+pub fn body(target: Target, skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
+    use Skeleton::*;
+    use Target::*;
+    match (target, skeleton) {
+        (Torch, s) => Ok(s),
+        (_, Transpose { .. }) => unreachable!("a body skeleton is sharded"),
+        (Megatron | MindSpeedMm, Gpipe) => {
+            Err((OneFOneB, "pipelines with 1F1B only: all forwards then all backwards has no flag"))
+        }
+        (Megatron | MindSpeedMm | HyperParallel, Zb1p { v }) => {
+            Err((Interleaved { v }, "has no zero-bubble schedule (backward split into input and weight gradients)"))
+        }
+        (Megatron | MindSpeedMm | HyperParallel, Zbv | DualPipeV) => {
+            Err((Interleaved { v: 2 }, "places virtual stage i on rank i mod pp, so a V-shaped schedule has no layout"))
+        }
+        (MindFormers, Zb1p { v }) => Err((Interleaved { v }, "has no interleaved zero-bubble `pipeline_scheduler`")),
+        (MindFormers, DualPipeV) => {
+            Err((Zbv, "has `zero_bubble_v` but not DualPipeV's overlapped forward/backward pairs"))
+        }
+        (_, s @ (Gpipe | OneFOneB | Interleaved { .. } | Zbv)) => Ok(s),
+    }
+}
+
+/// Whether `target` can hold encoder layers on body stages after the first.
+fn shards_encoder(target: Target) -> bool {
+    matches!(target, Target::Torch | Target::MindSpeedMm)
+}
+
+pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
+    if target == Target::Torch {
+        return Verdict::Native;
+    }
+    let placement = &derived.placement;
+    let name = target.name();
+    if let Some(sink) = placement.sink {
+        return Verdict::Impossible {
+            span: plan.schedule[sink.region].span,
+            reason: format!("`{name}` has no replicated region after the LLM"),
+            help: "build this plan for `torch`, which runs any plan".into(),
+        };
+    }
+    let p = plan.cluster.pp;
+    let m = plan.batch.microbatches;
+    let body_skeleton_now = placement.body.skeleton;
+    let first_sharded = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
+    let body_span = first_sharded.unwrap_or_default();
+    let mut changes = Vec::new();
+    let mapped = body(target, body_skeleton_now);
+    let new_body = match mapped {
+        Ok(s) => s,
+        Err((nearest, why)) => {
+            changes.push(Change {
+                span: body_span,
+                what: format!("`{body_skeleton_now}` runs as `{nearest}`: `{name}` {why}"),
+            });
+            nearest
+        }
+    };
+    let encoder_layers = leading_encoder_layers(plan);
+    let layout = BodyLayout::of(plan, derived);
+    let mut nearest = plan.clone();
+    let fold = match placement.encoder {
+        Some(enc) if target == Target::HyperParallel => {
+            let span = plan.schedule[enc.region].span;
+            if enc.fill == Fill::Slack {
+                changes.push(Change {
+                    span,
+                    what: "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
+                           HyperParallel's ScheduleMPipeTranspose does not fill the warmup slack slot by slot"
+                        .into(),
+                });
+                nearest.schedule[enc.region].skeleton = Skeleton::Transpose { fill: Fill::Prefix };
+            }
+            let round_robin: Vec<u32> = (0..m as u32).map(|mb| mb % p as u32).collect();
+            let owners = derived.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
+            if owners != round_robin {
+                changes.push(Change {
+                    span,
+                    what: "microbatch m is encoded on rank m mod pp (`owner round_robin`): \
+                           `pp_mpipe_transpose_overflow: full` is HyperParallel's owner map"
+                        .into(),
+                });
+                nearest.owner = Some(OwnerSpec::RoundRobin);
+            }
+            false
+        }
+        Some(enc) => {
+            changes.push(Change {
+                span: plan.schedule[enc.region].span,
+                what: format!(
+                    "the encoder ({encoder_layers} layers) is folded into pipeline stage 0 and the LLM layers are \
+                     rebalanced around it: `{name}` builds the encoder into the first stage and has no replicated one"
+                ),
+            });
+            true
+        }
+        None if !shards_encoder(target) && layout.encoder.iter().skip(1).any(|&n| n > 0) => {
+            changes.push(Change {
+                span: body_span,
+                what: format!(
+                    "the encoder ({encoder_layers} layers) is moved into pipeline stage 0 and the LLM layers are \
+                     rebalanced around it: `{name}` builds the whole encoder into the first stage"
+                ),
+            });
+            true
+        }
+        None => false,
+    };
+    if changes.is_empty() {
+        return target_rules(target, plan, body_skeleton_now, body_span).unwrap_or(Verdict::Native);
+    }
+    if fold {
+        let stages = p * u64::from(new_body.chunks());
+        if plan.model.layers() - encoder_layers + 1 < stages {
+            return Verdict::Impossible {
+                span: body_span,
+                reason: format!(
+                    "`{name}` needs the encoder in stage 0 and at least one LLM layer on each of the other {} stages",
+                    stages - 1
+                ),
+                help: "use fewer pipeline ranks or fewer virtual stages".into(),
+            };
+        }
+        nearest = folded::fold(plan, new_body, encoder_layers);
+    } else if new_body != body_skeleton_now {
+        for region in nearest.schedule.iter_mut().filter(|s| s.skeleton.layout() == Layout::Sharded) {
+            let (Ok(s) | Err((s, _))) = body(target, region.skeleton);
+            if s.chunks() != region.skeleton.chunks() {
+                region.split = None;
+            }
+            region.skeleton = s;
+        }
+    }
+    let sharded: Vec<Skeleton> =
+        nearest.schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect();
+    let Some((emitted_body, _)) = body_skeleton(&sharded) else {
+        return Verdict::Impossible {
+            span: body_span,
+            reason: format!("`{name}` has no schedule for these sharded regions together"),
+            help: "use one sharded region, or build for `torch`".into(),
+        };
+    };
+    if let Err(mismatch) = emitted_body.check_microbatches(p, m) {
+        return Verdict::Impossible {
+            span: body_span,
+            reason: format!("the nearest plan `{name}` can run uses `{emitted_body}`, and {}", mismatch.message),
+            help: mismatch.help,
+        };
+    }
+    if let Some(impossible) = target_rules(target, &nearest, emitted_body, body_span) {
+        return impossible;
+    }
+    Verdict::Nearest { changes, plan: Box::new(nearest) }
+}
+
+/// Rules of the stack itself that the language does not impose.
+fn target_rules(target: Target, plan: &Plan, body: Skeleton, span: Span) -> Option<Verdict> {
+    let name = target.name();
+    if plan.cluster.pp == 1 && body.chunks() > 1 {
+        return Some(Verdict::Impossible {
+            span,
+            reason: format!("`{name}` runs virtual pipeline stages only with more than one pipeline rank"),
+            help: "use `1f1b`, or more pipeline ranks".into(),
+        });
+    }
+    None
+}
+
+/// Layers of the encoder parts before the first decoder part.
+pub fn leading_encoder_layers(plan: &Plan) -> u64 {
+    plan.model.parts.iter().take_while(|p| p.arch.is_encoder()).map(|p| p.arch.layers()).sum()
+}

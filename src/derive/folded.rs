@@ -1,0 +1,110 @@
+//! The encoder folded into pipeline stage 0 with the LLM balanced around it: where Megatron-LM,
+//! MindFormers and MindSpeed-MM put a modality encoder. The `megatron-style` baseline and the
+//! backends' nearest native plan are both this placement, so they share one construction.
+
+use std::ops::Range;
+
+use crate::algebra::{Cut, Region, Skeleton};
+use crate::check::spec::{Plan, RegionSchedule};
+use crate::cost::Costs;
+use crate::cost::model::CostModel;
+
+/// `plan` as one sharded region under `skeleton`: its first `glued` layers (the encoder) in
+/// body stage 0, every stage balanced by the plan's cost model.
+pub fn fold(plan: &Plan, skeleton: Skeleton, glued: u64) -> Plan {
+    let weights = layer_weights(&CostModel::new(plan), 0..plan.model.layers());
+    let count = plan.cluster.pp as usize * skeleton.chunks() as usize;
+    single_region(plan, skeleton, split_with_head(&weights, glued as usize, count))
+}
+
+/// The whole model as one sharded region with a pinned split.
+pub fn single_region(plan: &Plan, skeleton: Skeleton, split: Vec<u64>) -> Plan {
+    let layers = plan.model.layers();
+    let segments = plan.model.parts.iter().enumerate().map(|(i, p)| (i, 0..p.arch.layers())).collect();
+    let name = plan.model.parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(" + ");
+    let span = plan.schedule.first().map(|s| s.span).unwrap_or_default();
+    Plan {
+        cut: Cut { regions: vec![Region { name, layers: 0..layers, segments }] },
+        schedule: vec![RegionSchedule { skeleton, split: Some(split), span }],
+        owner: None,
+        ..plan.clone()
+    }
+}
+
+/// Cost of each layer, forward and backward, for microbatch 0.
+pub fn layer_weights(model: &dyn Costs, layers: Range<u64>) -> Vec<f64> {
+    layers
+        .map(|l| model.forward(l..l + 1, 0) + model.backward_input(l..l + 1, 0) + model.backward_weight(l..l + 1, 0))
+        .collect()
+}
+
+/// Splits `weights` into `count` stages, keeping the first `glued` weights (the encoder)
+/// together in stage 0: the split whose costliest stage is cheapest, and among those the one
+/// whose other stages are most even, then the one with the fewest LLM layers in stage 0 (under
+/// 1F1B it keeps the most microbatches of activations).
+fn split_with_head(weights: &[f64], glued: usize, count: usize) -> Vec<u64> {
+    let rest = &weights[glued..];
+    if count == 1 {
+        return vec![weights.len() as u64];
+    }
+    let head: f64 = weights[..glued].iter().sum();
+    let mut best: Option<((f64, f64), Vec<u64>)> = None;
+    // Stage 0 takes the encoder and the first k LLM layers; the others share the rest evenly.
+    for k in 0..=rest.len().saturating_sub(count - 1) {
+        let tail = Weights(rest[k..].to_vec());
+        let sizes = super::placement::balanced_split(0..tail.0.len() as u64, count - 1, &tail);
+        let mut start = 0;
+        let loads: Vec<f64> = sizes
+            .iter()
+            .map(|&n| {
+                let load: f64 = tail.0[start..start + n as usize].iter().sum();
+                start += n as usize;
+                load
+            })
+            .collect();
+        let others = loads.iter().cloned().fold(0.0, f64::max);
+        let first = head + rest[..k].iter().sum::<f64>();
+        let key = (first.max(others) * (1.0 + 1e-9), others);
+        if best.as_ref().is_none_or(|(b, _)| key.0 < b.0 || (key.0 <= b.0 && key.1 < b.1 * (1.0 - 1e-9))) {
+            let mut split = vec![(glued + k) as u64];
+            split.extend(sizes);
+            best = Some(((first.max(others), others), split));
+        }
+    }
+    best.expect("at least one split").1
+}
+
+/// Per-layer weights as a cost model: a layer's forward is its weight, backward is free.
+pub struct Weights(pub Vec<f64>);
+
+impl Costs for Weights {
+    fn forward(&self, layers: Range<u64>, _: u32) -> f64 {
+        layers.map(|l| self.0[l as usize]).sum()
+    }
+    fn backward_input(&self, _: Range<u64>, _: u32) -> f64 {
+        0.0
+    }
+    fn backward_weight(&self, _: Range<u64>, _: u32) -> f64 {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_glued_head_stays_in_stage_zero() {
+        // A heavy encoder (two layers of 5) and eight LLM layers of 1 over four stages: stage 0
+        // takes the encoder alone, the LLM spreads over the rest.
+        let weights = [5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let split = split_with_head(&weights, 2, 4);
+        assert_eq!(split.iter().sum::<u64>(), 10);
+        assert!(split[0] >= 2, "{split:?}");
+        assert_eq!(split, vec![2, 2, 3, 3]);
+        // An encoder heavier than any LLM stage takes stage 0 alone, the LLM is even behind it.
+        let mut weights = vec![20.0];
+        weights.extend([1.0; 12]);
+        assert_eq!(split_with_head(&weights, 1, 4), vec![1, 4, 4, 4]);
+    }
+}

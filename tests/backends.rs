@@ -1,0 +1,366 @@
+//! The launch-configuration backends. Every example and every plan under tests/backends/plans
+//! is emitted for every target (with `nearest` where the target needs it): the files are
+//! snapshotted, and checked by each stack's own code where it runs on a CPU (megatron-core's
+//! TransformerConfig and layout parser; MindFormers' config, validators and LayerSetting with
+//! MindSpore's auto-parallel context and msrun) and by re-checks of the documented rules where it
+//! does not (MindSpeed-MM, HyperParallel). The Python environments come from scripts/torch-env
+//! and scripts/mindformers-env, created outside the repository on first use.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mpipe::backend::layout::{self, BodyLayout};
+use mpipe::backend::{Request, Resolved, Target};
+use mpipe::build::Artifact;
+use mpipe::check::spec::Plan;
+use mpipe::derive::Derived;
+use mpipe::derive::skeletons::rank_of;
+use serde_json::{Value, json};
+
+const TARGETS: [Target; 4] = [Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];
+
+struct Source {
+    key: String,
+    plan: Plan,
+    derived: Derived,
+}
+
+fn sources() -> Vec<Source> {
+    let loader = common::repo_loader(&["examples", "tests/backends/plans"]);
+    let mut out = Vec::new();
+    for dir in ["examples", "tests/backends/plans"] {
+        for path in common::files_under(&common::root().join(dir), "mpipe") {
+            let key = path.strip_prefix(common::root()).unwrap().to_string_lossy().into_owned();
+            if key.contains("/lib/") {
+                continue;
+            }
+            let checked = mpipe::check(&key, &key, std::fs::read(&path).unwrap(), &loader);
+            let plan = checked.plan.unwrap_or_else(|| panic!("{key} does not check"));
+            let derived = mpipe::build::derive_checked(&plan).unwrap();
+            out.push(Source { key, plan, derived });
+        }
+    }
+    out
+}
+
+/// What `target` emits for `source` with `nearest`, and the plan it runs.
+fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
+    let request = Request { target, nearest: true, span: None };
+    let artifacts = mpipe::backend::emit(request, &source.plan, &source.derived)
+        .unwrap_or_else(|d| panic!("{} for {}: {:?}", source.key, target.name(), d))
+        .artifacts;
+    match mpipe::backend::resolve(request, &source.plan, &source.derived).unwrap() {
+        Resolved::AsWritten => (artifacts, source.plan.clone(), mpipe::build::derive_checked(&source.plan).unwrap()),
+        Resolved::Nearest { plan, derived, .. } => (artifacts, *plan, *derived),
+    }
+}
+
+fn stem(key: &str) -> String {
+    Path::new(key).file_stem().unwrap().to_string_lossy().into_owned()
+}
+
+/// A per-rank order is long; its snapshot keeps the step counts and each rank's first steps.
+fn digest_order(text: &str) -> String {
+    let order: Value = serde_json::from_str(text).unwrap();
+    let mut out = String::new();
+    for rank in order["ranks"].as_array().unwrap() {
+        let steps = rank["steps"].as_array().unwrap();
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        for s in steps {
+            *counts.entry(s["type"].as_str().unwrap()).or_default() += 1;
+        }
+        out.push_str(&format!("rank {}: {} steps {:?}\n", rank["rank"], steps.len(), counts));
+        for s in steps.iter().take(12) {
+            out.push_str(&format!("  {}\n", serde_json::to_string(s).unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_plan_emits_every_target() {
+    for source in sources() {
+        for target in TARGETS {
+            let (artifacts, ..) = emitted(&source, target);
+            let mut text = String::new();
+            for a in &artifacts {
+                text.push_str(&format!("==> {} <==\n", a.path));
+                if a.path.ends_with("exec_order.json") {
+                    text.push_str(&digest_order(&a.contents));
+                } else {
+                    text.push_str(&a.contents);
+                }
+            }
+            insta::assert_snapshot!(format!("{}__{}", stem(&source.key), target.name()), text);
+        }
+    }
+}
+
+#[test]
+fn emission_is_deterministic() {
+    let (first, again) = (sources(), sources());
+    for (a, b) in first.iter().zip(&again) {
+        for target in TARGETS {
+            assert_eq!(emitted(a, target).0, emitted(b, target).0, "{} for {}", a.key, target.name());
+        }
+    }
+}
+
+/// Writes every emitted file under `dir/<plan>/` and returns, per plan, the expectations the
+/// checks compare the stacks' own reading with.
+fn write_all(dir: &Path, target: Target) -> Vec<Value> {
+    let mut cases = Vec::new();
+    for source in sources() {
+        let (artifacts, plan, derived) = emitted(&source, target);
+        let root = dir.join(stem(&source.key));
+        for a in &artifacts {
+            let path = root.join(&a.path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &a.contents).unwrap();
+        }
+        let body = BodyLayout::of(&plan, &derived);
+        let at = |file: &str| root.join(target.name()).join(file).to_string_lossy().into_owned();
+        let mut ranks = Vec::new();
+        for (b, &n) in body.decoder.iter().enumerate() {
+            ranks.extend(std::iter::repeat_n(rank_of(body.mapping, body.pp, b as u32), n as usize));
+        }
+        let flat = |v: Vec<Vec<u64>>| if body.chunks == 1 { json!(v[0]) } else { json!(v) };
+        let c = &plan.cluster;
+        let encoder = layout::encoder(&plan);
+        cases.push(json!({
+            "name": stem(&source.key),
+            "launch": at("launch.sh"),
+            "config": at("config.yaml"),
+            "model": at("model.json"),
+            "exec_order": at("exec_order.json"),
+            "world": c.devices, "devices": c.devices, "tp": c.tp, "pp": c.pp, "dp": c.dp,
+            "microbatches": plan.batch.microbatches,
+            "global_batch": layout::global_batch(&plan),
+            "vpp": body.chunks,
+            "decoder": body.by_chunk(&body.decoder),
+            "decoder_stages": body.decoder,
+            "decoder_layer_ranks": ranks,
+            "encoder_flat": flat(body.by_chunk(&body.encoder)),
+            "decoder_flat": flat(body.by_chunk(&body.decoder)),
+            "vlm": encoder.is_some(),
+            "frozen_encoder": encoder.is_some_and(|(p, _)| p.frozen),
+            "trainable_encoder": encoder.is_some_and(|(p, _)| !p.frozen),
+            "frozen_decoder": layout::decoder(&plan).is_some_and(|(p, _)| p.frozen),
+            "transpose": derived.placement.encoder.is_some(),
+            "scheduler": match derived.placement.body.skeleton.name() {
+                "gpipe" => "gpipe",
+                "zbv" => "zero_bubble_v",
+                _ => "1f1b",
+            },
+        }));
+    }
+    cases
+}
+
+fn python(script: &str) -> PathBuf {
+    let out = Command::new(common::root().join("scripts").join(script)).output().expect("runs the env script");
+    assert!(out.status.success(), "scripts/{script} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Runs `tests/backends/<check>` over the cases of `target` with `python`, in a scratch directory.
+fn run_check(python: &Path, check: &str, target: Target, adapt: impl Fn(&mut Value)) {
+    let dir = tempfile_dir(target.name());
+    let mut cases = write_all(&dir, target);
+    cases.iter_mut().for_each(adapt);
+    let cases_path = dir.join("cases.json");
+    std::fs::write(&cases_path, serde_json::to_string_pretty(&cases).unwrap()).unwrap();
+    let out = Command::new(python)
+        .arg(common::root().join("tests/backends").join(check))
+        .arg(&cases_path)
+        .current_dir(&dir)
+        .env("PYTHONPATH", common::root().join("tests/backends"))
+        .env("PYTHONWARNINGS", "ignore")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{check} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.matches(" ok: ").count(), cases.len(), "{check}: one line per case:\n{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpipec-backends-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn megatron_core_reads_the_split_the_plan_has() {
+    run_check(&python("torch-env"), "megatron_check.py", Target::Megatron, |_| {});
+}
+
+#[test]
+fn mindformers_and_mindspore_accept_the_configs() {
+    run_check(&python("mindformers-env"), "mindformers_check.py", Target::MindFormers, |_| {});
+}
+
+#[test]
+fn mindspeed_mm_rules_hold() {
+    run_check(Path::new("python3"), "mindspeed_mm_check.py", Target::MindSpeedMm, |case| {
+        case["encoder"] = case["encoder_flat"].clone();
+        case["decoder"] = case["decoder_flat"].clone();
+    });
+}
+
+#[test]
+fn hyperparallel_rules_hold() {
+    run_check(&python("mindformers-env"), "hyperparallel_check.py", Target::HyperParallel, |_| {});
+}
+
+/// The emitted msrun script, as written, starts a scheduler and two CPU workers on loopback;
+/// each joins the cluster, applies the config's parallel context and exits.
+#[test]
+fn msrun_starts_two_workers_on_loopback() {
+    let python = python("mindformers-env");
+    let dir = tempfile_dir("msrun");
+    let source = sources().into_iter().find(|s| s.key.ends_with("two_devices.mpipe")).unwrap();
+    let (artifacts, ..) = emitted(&source, Target::MindFormers);
+    for a in &artifacts {
+        let path = dir.join(&a.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &a.contents).unwrap();
+    }
+    let bin = python.parent().unwrap();
+    let port = 20000 + std::process::id() % 20000;
+    let out = Command::new("bash")
+        .arg(dir.join("mindformers/launch.sh"))
+        .current_dir(&dir)
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env("MSRUN", bin.join("msrun"))
+        .env("MINDFORMERS_ENTRY", common::root().join("tests/backends/mindformers_worker.py"))
+        .env("MASTER_PORT", port.to_string())
+        .env("LOG_DIR", dir.join("logs"))
+        .env("CLUSTER_TIME_OUT", "120")
+        .output()
+        .unwrap();
+    let logs: String = std::fs::read_dir(dir.join("logs"))
+        .map(|entries| {
+            entries.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()).collect::<Vec<_>>().join("\n")
+        })
+        .unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "msrun failed:\n{}\n{}\nlogs:\n{logs}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for rank in 0..2 {
+        assert!(logs.contains(&format!("mpipec worker ok: rank {rank} of 2")), "worker {rank} did not finish:\n{logs}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One cell of the README's skeleton × target table: what `verdict` says of `schedule`.
+fn cell(text: &str, target: Target) -> String {
+    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &common::repo_loader(&[]));
+    let plan = checked.plan.unwrap_or_else(|| panic!("{text}: {:?}", checked.diagnostics));
+    let derived = mpipe::build::derive_checked(&plan).unwrap();
+    match mpipe::backend::native::verdict(target, &plan, &derived) {
+        mpipe::backend::native::Verdict::Native => "native".into(),
+        mpipe::backend::native::Verdict::Impossible { .. } => "no".into(),
+        mpipe::backend::native::Verdict::Nearest { plan: nearest, .. } => {
+            let skeletons: Vec<String> = nearest.schedule.iter().map(|s| s.skeleton.to_string()).collect();
+            let mut text = if nearest.cut.regions.len() < plan.cut.regions.len() {
+                format!("encoder in stage 0, {}", skeletons.join(", "))
+            } else {
+                skeletons.join(", ")
+            };
+            if nearest.owner != plan.owner && nearest.owner.is_some() {
+                text.push_str(", round_robin");
+            }
+            format!("nearest: {text}")
+        }
+    }
+}
+
+/// The README's table, from the code: a row per schedule, a column per target.
+fn native_table() -> String {
+    let lm = |schedule: &str| {
+        format!(
+            "use std::hardware::h100_sxm;\nuse std::models::llama3_8b;\nmodel lm {{ llm = llama3_8b; }}\n\
+             cluster {{ hardware = h100_sxm; devices = 4; pp = 4; }}\nbatch {{ microbatches = 8; seq_len = 4096; }}\n\
+             cut llm;\nschedule {schedule};\n"
+        )
+    };
+    let vlm = |cut: &str, schedule: &str, owner: &str| {
+        format!(
+            "use std::hardware::h100_sxm;\nuse std::models::{{siglip_so400m, qwen3_8b}};\n\
+             model vlm {{ enc = siglip_so400m {{ frozen = true; }} llm = qwen3_8b; head = siglip_so400m; }}\n\
+             cluster {{ hardware = h100_sxm; devices = 4; pp = 4; }}\n\
+             batch {{ microbatches = 8; seq_len = 4096; image_tokens = 729; }}\ncut {cut};\nschedule {schedule};\n{owner}"
+        )
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("`gpipe`", lm("gpipe")),
+        ("`1f1b`", lm("1f1b")),
+        ("`interleaved(2)`", lm("interleaved(2)")),
+        ("`zb1p(2)`", lm("zb1p(2)")),
+        ("`zbv`", lm("zbv")),
+        ("`dualpipev`", lm("dualpipev")),
+        ("`transpose, 1f1b` (`by_microbatch`)", vlm("enc | llm + head", "transpose, 1f1b", "owner by_microbatch;\n")),
+        (
+            "`transpose(prefix), 1f1b` (`round_robin`)",
+            vlm("enc | llm + head", "transpose(prefix), 1f1b", "owner round_robin;\n"),
+        ),
+        (
+            "`transpose(prefix), zbv` (`round_robin`)",
+            vlm("enc | llm + head", "transpose(prefix), zbv", "owner round_robin;\n"),
+        ),
+        ("`1f1b, 1f1b` (encoder sharded)", vlm("enc | llm + head", "1f1b, 1f1b", "")),
+        ("`1f1b, transpose` (a replicated head)", vlm("enc + llm | head", "1f1b, transpose", "")),
+    ];
+    let mut out = String::from("| schedule | torch | megatron | mindformers | mindspeed-mm | hyperparallel |\n");
+    out.push_str("|---|---|---|---|---|---|\n");
+    for (name, text) in rows {
+        let cells: Vec<String> = Target::ALL.iter().map(|&t| cell(&text, t)).collect();
+        out.push_str(&format!("| {name} | {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+#[test]
+fn the_readme_table_is_what_the_backends_do() {
+    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+    let table = native_table();
+    assert!(readme.contains(&table), "README.md's skeleton x target table is stale; it should read:\n{table}");
+}
+
+/// `build` refuses a target that cannot run the plan as written and writes nothing; with
+/// `--nearest` it writes the nearest plan's files and warns.
+#[test]
+fn build_refuses_or_emits_the_nearest_plan() {
+    let dir = tempfile_dir("cli");
+    let out = dir.join("out");
+    let build = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mpipec"))
+            .current_dir(common::root())
+            .args(["build", "examples/paper_small.mpipe", "-o"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = build(&["--target", "torch,megatron"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error[E0401]") && stderr.contains("--nearest"), "{stderr}");
+    assert!(!out.exists(), "a refused build wrote {}", out.display());
+    let emitted = build(&["--target", "torch,megatron", "--nearest"]);
+    let stderr = String::from_utf8_lossy(&emitted.stderr);
+    assert!(emitted.status.success(), "{stderr}");
+    assert!(stderr.contains("warning[W0004]"), "{stderr}");
+    assert!(out.join("megatron/launch.sh").exists() && out.join("torch/launch.sh").exists());
+    let unknown = build(&["--target", "deepspeed", "--force"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown target `deepspeed`"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
