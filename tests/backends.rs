@@ -292,9 +292,10 @@ fn native_table() -> String {
         )
     };
     let vlm = |cut: &str, schedule: &str, owner: &str| {
+        let head = if cut.contains("head") { "head = siglip_so400m;" } else { "" };
         format!(
             "use std::hardware::h100_sxm;\nuse std::models::{{siglip_so400m, qwen3_8b}};\n\
-             model vlm {{ enc = siglip_so400m {{ frozen = true; }} llm = qwen3_8b; head = siglip_so400m; }}\n\
+             model vlm {{ enc = siglip_so400m {{ frozen = true; }} llm = qwen3_8b; {head} }}\n\
              cluster {{ hardware = h100_sxm; devices = 4; pp = 4; }}\n\
              batch {{ microbatches = 8; seq_len = 4096; image_tokens = 729; }}\ncut {cut};\nschedule {schedule};\n{owner}"
         )
@@ -306,16 +307,16 @@ fn native_table() -> String {
         ("`zb1p(2)`", lm("zb1p(2)")),
         ("`zbv`", lm("zbv")),
         ("`dualpipev`", lm("dualpipev")),
-        ("`transpose, 1f1b` (`by_microbatch`)", vlm("enc | llm + head", "transpose, 1f1b", "owner by_microbatch;\n")),
+        ("`transpose, 1f1b` (`by_microbatch`)", vlm("enc | llm", "transpose, 1f1b", "owner by_microbatch;\n")),
         (
             "`transpose(prefix), 1f1b` (`round_robin`)",
-            vlm("enc | llm + head", "transpose(prefix), 1f1b", "owner round_robin;\n"),
+            vlm("enc | llm", "transpose(prefix), 1f1b", "owner round_robin;\n"),
         ),
         (
             "`transpose(prefix), zbv` (`round_robin`)",
-            vlm("enc | llm + head", "transpose(prefix), zbv", "owner round_robin;\n"),
+            vlm("enc | llm", "transpose(prefix), zbv", "owner round_robin;\n"),
         ),
-        ("`1f1b, 1f1b` (encoder sharded)", vlm("enc | llm + head", "1f1b, 1f1b", "")),
+        ("`1f1b, 1f1b` (encoder sharded)", vlm("enc | llm", "1f1b, 1f1b", "")),
         ("`1f1b, transpose` (a replicated head)", vlm("enc + llm | head", "1f1b, transpose", "")),
     ];
     let mut out = String::from("| schedule | torch | megatron | mindformers | mindspeed-mm | hyperparallel |\n");

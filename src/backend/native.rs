@@ -71,6 +71,14 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
             help: "build this plan for `torch`, which runs any plan".into(),
         };
     }
+    let first_decoder = plan.model.parts.iter().position(|p| !p.arch.is_encoder());
+    if let Some(late) = first_decoder.and_then(|d| plan.model.parts[d..].iter().find(|p| p.arch.is_encoder())) {
+        return Verdict::Impossible {
+            span: late.span,
+            reason: format!("`{name}` has no encoder after the LLM"),
+            help: "build this plan for `torch`, which runs any plan".into(),
+        };
+    }
     let p = plan.cluster.pp;
     let m = plan.batch.microbatches;
     let body_skeleton_now = placement.body.skeleton;

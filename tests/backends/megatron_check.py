@@ -11,7 +11,9 @@ passes are then checked:
   first/last stages and the layout) and get_num_layers_to_build / PipelineParallelLayerLayout,
   which must give exactly the plan's layers on every (pipeline rank, virtual stage);
 - where mpipec chose a layout string over the first/last flags, TransformerConfig must reject
-  the first/last form of the same split (so the layout was needed).
+  the first/last form of the same split (so the layout was needed), and a layout that breaks
+  the two rules mpipec's writer keeps (one stage per pipeline rank and virtual stage, every
+  decoder layer once) is rejected by PipelineParallelLayerLayout for exactly that reason.
 Usage: python megatron_check.py cases.json
 """
 
@@ -23,6 +25,7 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator  # noqa: E402
 from megatron.core.transformer.enums import LayerType  # noqa: E402
+from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout  # noqa: E402
 from megatron.core.transformer.transformer_block import get_num_layers_to_build  # noqa: E402
 from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
 
@@ -105,6 +108,15 @@ def layers_by_stage(cfg, pp, vpp):
             for v in range(vpp)]
 
 
+def rejected(layout, pp, num_layers, reason):
+    try:
+        PipelineParallelLayerLayout(layout, pp).validate_layer_layout(num_layers, 0)
+    except AssertionError as e:
+        assert reason in str(e), f"{layout!r} rejected for {e}, not {reason!r}"
+        return
+    raise AssertionError(f"Megatron accepted {layout!r}")
+
+
 def check(case):
     name = case["name"]
     argv, env = launch.run(case["launch"], ENV)
@@ -141,11 +153,15 @@ def check(case):
         assert ("--freeze-ViT" in f) == case["frozen_encoder"], name
         assert ("--freeze-LM" in f) == case["frozen_decoder"], name
         assert "--language-model-type" in f and "--tokenizer-prompt-format" in f, name
+    if "--pipeline-model-parallel-layout" in f:
+        layout = f["--pipeline-model-parallel-layout"]
+        rejected(layout.replace("L", "|L"), pp, cfg.num_layers, "must be divisible by pipeline_model_parallel_size")
+        rejected(layout, pp, cfg.num_layers + 1, "Number of decoder layers")
     if "--pipeline-model-parallel-layout" in f and vpp == 1 and pp > 2:
         d = case["decoder"][0]
         try:
-            rejected = config(f, num_layers_in_first_pipeline_stage=d[0], num_layers_in_last_pipeline_stage=d[-1])
-            rebuilt = layers_by_stage(rejected, pp, 1)
+            first_last = config(f, num_layers_in_first_pipeline_stage=d[0], num_layers_in_last_pipeline_stage=d[-1])
+            rebuilt = layers_by_stage(first_last, pp, 1)
         except (ValueError, AssertionError):
             rebuilt = None
         assert rebuilt != case["decoder"], f"{name}: the first/last flags would have said {d}"
