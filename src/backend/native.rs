@@ -162,11 +162,21 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
             };
         }
         nearest = folded::fold(plan, new_body, encoder_layers);
+        let mut llm = nearest.schedule[0].split.clone().expect("a fold pins its split");
+        llm[0] -= encoder_layers;
+        changes.push(Change { span: body_span, what: format!("LLM layers by stage, in stage order: {llm:?}") });
     } else if new_body != body_skeleton_now {
         for region in nearest.schedule.iter_mut().filter(|s| s.skeleton.layout() == Layout::Sharded) {
             let (Ok(s) | Err((s, _))) = body(target, region.skeleton);
-            if s.chunks() != region.skeleton.chunks() {
-                region.split = None;
+            if s.chunks() != region.skeleton.chunks() && region.split.take().is_some() {
+                changes.push(Change {
+                    span: region.span,
+                    what: format!(
+                        "the pinned split of `{}` is rebalanced for {} stages",
+                        region.skeleton,
+                        p * u64::from(s.chunks())
+                    ),
+                });
             }
             region.skeleton = s;
         }
