@@ -231,7 +231,6 @@ pub enum Error {
         suggestion: Option<String>,
     },
 
-    // ---- warnings ----
     // ---- backends ----
     /// A skeleton or placement the target has no native form of, without `nearest`.
     NotNative {
@@ -248,6 +247,7 @@ pub enum Error {
         reason: String,
         help: String,
     },
+    /// With `nearest`: the nearest native plan is what the target gets.
     NearestEmitted {
         span: Span,
         target: Option<Span>,
@@ -257,6 +257,7 @@ pub enum Error {
         step: (f64, f64),
     },
 
+    // ---- warnings ----
     OverMemory {
         rank: u32,
         peak: f64,

@@ -48,13 +48,12 @@ fn sources() -> Vec<Source> {
 /// What `target` emits for `source` with `nearest`, and the plan it runs.
 fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
     let request = Request { target, nearest: true, span: None };
-    let artifacts = mpipe::backend::emit(request, &source.plan, &source.derived)
-        .unwrap_or_else(|d| panic!("{} for {}: {:?}", source.key, target.name(), d))
-        .artifacts;
-    match mpipe::backend::resolve(request, &source.plan, &source.derived).unwrap() {
-        Resolved::AsWritten => (artifacts, source.plan.clone(), mpipe::build::derive_checked(&source.plan).unwrap()),
-        Resolved::Nearest { plan, derived, .. } => (artifacts, *plan, *derived),
-    }
+    let (plan, derived) = match mpipe::backend::resolve(request, &source.plan, &source.derived) {
+        Ok(Resolved::AsWritten) => (source.plan.clone(), mpipe::build::derive_checked(&source.plan).unwrap()),
+        Ok(Resolved::Nearest { plan, derived, .. }) => (*plan, *derived),
+        Err(d) => panic!("{} for {}: {:?}", source.key, target.name(), d),
+    };
+    (mpipe::backend::artifacts(target, &plan, &derived), plan, derived)
 }
 
 fn stem(key: &str) -> String {

@@ -37,13 +37,13 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
         String::new(),
         format!("Runs {entry} of the hyper-parallel checkout in $HYPER_PARALLEL (default: the current directory)"),
         "with config.yaml beside this file; further arguments are the trainer's dot-path overrides.".into(),
-        "Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT (and NPROC_PER_NODE) on every node.".into(),
     ]);
     let mut launch = shell::prologue(&launch_comment, c.devices, 29500);
     launch.push_str("hyper_parallel=\"${HYPER_PARALLEL:-$PWD}\"\n");
-    launch.push_str(&format!(
-        "exec \"${{TORCHRUN:-torchrun}}\" {} \\\n    \"$hyper_parallel/{entry}\" \"$here/config.yaml\" \"$@\"\n",
-        shell::TORCHRUN_OPTIONS
+    launch.push_str(&shell::torchrun(
+        shell::TORCHRUN,
+        &format!("\"$hyper_parallel/{entry}\""),
+        r#""$here/config.yaml" "$@""#,
     ));
     let order = serde_json::to_string_pretty(&exec_order(derived)).expect("the order serialises") + "\n";
     vec![
@@ -161,7 +161,7 @@ fn exec_order(derived: &Derived) -> ExecOrder {
     let encoder_stage = placement.encoder.map(|e| e.stage);
     let first = placement.body.first;
     let encoder_region = placement.encoder.map(|e| placement.regions[e.region].name.clone());
-    let step = |i: &Instr| {
+    let step = |i: &Instr| -> Option<Step> {
         // A message names the stage that produced it: the encoder's features come from the
         // encoder stage, their gradients from the first body stage (which has no body stage
         // upstream to send gradients to).
@@ -176,7 +176,9 @@ fn exec_order(derived: &Derived) -> ExecOrder {
             (Op::Send, Some(Dir::Act), true) => "MPIPE_FWD_SEND",
             (Op::Recv, Some(Dir::Act), true) => "MPIPE_FWD_RECV",
             (Op::Send, _, true) => "MPIPE_GRAD_SEND",
-            (Op::Recv, _, true) => "MPIPE_GRAD_RECV",
+            // The owner's backward follows its receive at once (the order graph puts a receive
+            // right before its consumer); HyperParallel has the two as one step.
+            (Op::Recv, _, true) => "MPIPE_GRAD_RECV_WITH_BACKWARD",
             (Op::Forward, ..) => "FWD",
             (Op::Backward, ..) => "BWD",
             (Op::BackwardInput, ..) => "BWD_INPUT",
@@ -187,19 +189,28 @@ fn exec_order(derived: &Derived) -> ExecOrder {
             (Op::Recv, ..) => "BWD_RECV",
             (Op::AllReduce, ..) if i.group == Some(Group::Pp) && i.region == encoder_region => "MPIPE_GRAD_REDUCE",
             (Op::AllReduce, ..) => "FSDP_REDUCE_GRAD",
-            (Op::OptimizerStep, ..) => "OPTIMIZER_STEP",
+            // HyperParallel's trainer steps the optimizer after the schedule, not in it.
+            (Op::OptimizerStep, ..) => return None,
         };
         let stage_index = i.stage.map(|s| if on_encoder { -1 } else { i64::from(s) - i64::from(first) });
-        Step { kind, micro_index: i.mb, stage_index, peer: i.peer }
+        Some(Step { kind, micro_index: i.mb, stage_index, peer: i.peer })
+    };
+    let steps = |instructions: &[Instr]| {
+        let mut out: Vec<Step> = Vec::new();
+        for s in instructions.iter().filter_map(step) {
+            let merged = s.kind == "MPIPE_TRANSPOSE_BWD"
+                && out
+                    .last()
+                    .is_some_and(|l| l.kind == "MPIPE_GRAD_RECV_WITH_BACKWARD" && l.micro_index == s.micro_index);
+            if !merged {
+                out.push(s);
+            }
+        }
+        out
     };
     ExecOrder {
         format: "hyperparallel-exec-order",
         version: 1,
-        ranks: derived
-            .ir
-            .ranks
-            .iter()
-            .map(|r| RankOrder { rank: r.rank, steps: r.instructions.iter().map(step).collect() })
-            .collect(),
+        ranks: derived.ir.ranks.iter().map(|r| RankOrder { rank: r.rank, steps: steps(&r.instructions) }).collect(),
     }
 }

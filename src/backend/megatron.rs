@@ -25,14 +25,14 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     text.push_str("megatron=\"${MEGATRON_LM:-$PWD}\"\n");
     text.push_str("export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     text.push_str(&shell::array("args", &flags));
-    text.push_str(&format!(
-        "exec \"${{TORCHRUN:-torchrun}}\" {} \\\n    \"$megatron/{entry}\" \"${{args[@]}}\" \"$@\"\n",
-        shell::TORCHRUN_OPTIONS
-    ));
+    text.push_str(&shell::torchrun(shell::TORCHRUN, &format!("\"$megatron/{entry}\""), ARGS));
     vec![Artifact { path: "megatron/launch.sh".into(), contents: text }]
 }
 
 /// The comment at the top of a Megatron-style launch script (Megatron-LM, MindSpeed-MM).
+/// The script's arguments after its flags: the `args` array, then what the user passes.
+pub const ARGS: &str = r#""${args[@]}" "$@""#;
+
 /// `runs` says what the script starts and from where.
 pub fn header(plan: &Plan, body: &BodyLayout, stack: &str, runs: &[&str]) -> Vec<String> {
     let c = &plan.cluster;
@@ -54,7 +54,6 @@ pub fn header(plan: &Plan, body: &BodyLayout, stack: &str, runs: &[&str]) -> Vec
     ];
     lines.extend(runs.iter().map(|r| r.to_string()));
     lines.extend([
-        "Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT (and NPROC_PER_NODE) on every node.".into(),
         "Data, tokenizer, checkpoint and the architecture flags the plan does not describe".into(),
         "(normalization, position embedding) go after the script's name: ./launch.sh --data-path ...".into(),
     ]);
@@ -197,14 +196,14 @@ pub fn model_flags(plan: &Plan) -> Vec<Flag> {
         ]);
     }
     let seq = plan.batch.seq_len;
+    // The multimodal example reads --seq-length as the vision sequence; validate_args wants
+    // --max-position-embeddings to cover it.
+    let seq_length = if layout::encoder(plan).is_some() { layout::max_image_tokens(plan).max(1) } else { seq };
+    flags.push(flag("--seq-length", seq_length));
     if layout::encoder(plan).is_some() {
-        // The multimodal example reads --seq-length as the vision sequence.
-        flags.push(flag("--seq-length", layout::max_image_tokens(plan).max(1)));
         flags.push(flag("--decoder-seq-length", seq));
-    } else {
-        flags.push(flag("--seq-length", seq));
     }
-    flags.push(flag("--max-position-embeddings", seq));
+    flags.push(flag("--max-position-embeddings", seq.max(seq_length)));
     flags
 }
 

@@ -36,7 +36,6 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
             String::new(),
             "Runs run_mindformer.py of the MindFormers checkout in $MINDFORMERS (default: the current".into(),
             "directory; MINDFORMERS_ENTRY names another script) under msrun, with config.yaml beside this file.".into(),
-            "Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT (and NPROC_PER_NODE) on every node.".into(),
         ],
         c.devices,
         8118,

@@ -32,7 +32,9 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let entry = "pretrain_vlm.py";
     let runs = format!("Runs {entry} of the MindSpeed-MM checkout in $MINDSPEED_MM (default: the current directory);");
     let cann = "the CANN environment comes from $ASCEND_HOME (default /usr/local/Ascend) when it is there.";
-    let comment = megatron::header(plan, &body, "torch_npu + MindSpeed-MM", &[&runs, cann]);
+    let ids =
+        "model.json names modules by the plan's architectures: give them MindSpeed-MM's model_id (qwen2vit, ...).";
+    let comment = megatron::header(plan, &body, "torch_npu + MindSpeed-MM", &[&runs, cann, ids]);
     let mut text = shell::prologue(&comment, plan.cluster.devices, 6000);
     text.push_str(
         r#"mindspeed_mm="${MINDSPEED_MM:-$PWD}"
@@ -46,7 +48,7 @@ set -u
 "#,
     );
     for (k, v) in ENVIRONMENT {
-        text.push_str(&format!("export {k}={v}\n"));
+        text.push_str(&format!("export {k}=\"${{{k}:-{v}}}\"\n"));
     }
     let mut flags = megatron::parallel_flags(plan);
     if body.chunks > 1 {
@@ -65,10 +67,7 @@ set -u
         flag("--distributed-backend", "nccl"),
     ]);
     text.push_str(&shell::array("args", &flags));
-    text.push_str(&format!(
-        "exec \"${{TORCHRUN:-torchrun}}\" {} \\\n    \"$mindspeed_mm/{entry}\" \"${{args[@]}}\" \"$@\"\n",
-        shell::TORCHRUN_OPTIONS
-    ));
+    text.push_str(&shell::torchrun(shell::TORCHRUN, &format!("\"$mindspeed_mm/{entry}\""), megatron::ARGS));
     let model = serde_json::to_string_pretty(&model_json(plan, &body)).expect("json values serialise") + "\n";
     vec![
         Artifact { path: "mindspeed-mm/launch.sh".into(), contents: text },

@@ -15,7 +15,7 @@ pub mod torch;
 mod yaml;
 
 use crate::build::Artifact;
-use crate::check::spec::Plan;
+use crate::check::spec::{Plan, TARGETS};
 use crate::derive::Derived;
 use crate::diagnostics::Diagnostic;
 use crate::error::Error;
@@ -36,17 +36,12 @@ impl Target {
         [Target::Torch, Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];
 
     pub fn parse(name: &str) -> Option<Target> {
-        Target::ALL.into_iter().find(|t| t.name() == name)
+        TARGETS.iter().position(|t| *t == name).map(|i| Target::ALL[i])
     }
 
+    /// The name the language and `--target` use: `TARGETS`, in the order of `ALL`.
     pub fn name(self) -> &'static str {
-        match self {
-            Target::Torch => "torch",
-            Target::Megatron => "megatron",
-            Target::MindFormers => "mindformers",
-            Target::MindSpeedMm => "mindspeed-mm",
-            Target::HyperParallel => "hyperparallel",
-        }
+        TARGETS[self as usize]
     }
 }
 
@@ -65,7 +60,9 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
         return Ok(plan
             .targets
             .iter()
-            .filter_map(|t| Some(Request { target: Target::parse(&t.name)?, nearest: t.nearest, span: t.span }))
+            .filter_map(|t| {
+                Some(Request { target: Target::parse(&t.name)?, nearest: nearest || t.nearest, span: t.span })
+            })
             .collect());
     }
     let mut out: Vec<Request> = Vec::new();
@@ -84,10 +81,11 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
     Ok(out)
 }
 
-/// What `emit` would report for `request`, without the files.
+/// What `emit` would report for `request`, without writing the files.
 pub fn diagnostics(request: Request, plan: &Plan, derived: &Derived) -> Vec<Diagnostic> {
-    match emit(request, plan, derived) {
-        Ok(emitted) => emitted.diagnostics,
+    match resolve(request, plan, derived) {
+        Ok(Resolved::AsWritten) => Vec::new(),
+        Ok(Resolved::Nearest { warning, .. }) => vec![warning],
         Err(diagnostics) => diagnostics,
     }
 }
@@ -146,7 +144,8 @@ pub fn emit(request: Request, plan: &Plan, derived: &Derived) -> Result<Emitted,
     })
 }
 
-fn artifacts(target: Target, plan: &Plan, derived: &Derived) -> Vec<Artifact> {
+/// The files of `target` for a plan it runs as written.
+pub fn artifacts(target: Target, plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     match target {
         Target::Torch => torch::artifacts(plan, &derived.ir),
         Target::Megatron => megatron::artifacts(plan, derived),

@@ -1,9 +1,10 @@
 //! What each launch-configuration target runs natively, and the nearest native plan of one it
 //! does not: the skeleton × target table of the README, as code.
 //!
-//! Megatron-LM, MindFormers and MindSpeed-MM build the modality encoder into pipeline stage 0
-//! (`add_encoder = is_pipeline_first_stage()`, a Cell's `pipeline_stage = 0`, a ViT list that
-//! is zero after stage 0); none replicates it. HyperParallel replicates it with its public
+//! Megatron-LM and MindFormers build the modality encoder into pipeline stage 0
+//! (`add_encoder = is_pipeline_first_stage()`, a Cell's `pipeline_stage = 0`); MindSpeed-MM
+//! spreads it over the first stages (a ViT `pipeline_num_layers` list, all before the first LLM
+//! layer). None replicates it. HyperParallel replicates it with its public
 //! `ScheduleMPipeTranspose`: one encoder block before each rank's body, owners round-robin.
 
 use crate::algebra::skeleton::body_skeleton;
@@ -70,6 +71,17 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
             reason: format!("`{name}` has no replicated region after the LLM"),
             help: "build this plan for `torch`, which runs any plan".into(),
         };
+    }
+    // The stacks' configs describe one encoder and one LLM.
+    for (kind, is_encoder) in [("encoder", true), ("LLM", false)] {
+        let parts: Vec<_> = plan.model.parts.iter().filter(|p| p.arch.is_encoder() == is_encoder).collect();
+        if parts.len() > 1 {
+            return Verdict::Impossible {
+                span: parts[1].span,
+                reason: format!("`{name}` takes one {kind}; this model has {} {kind} parts", parts.len()),
+                help: format!("describe the {kind} as one part, or build this plan for `torch`"),
+            };
+        }
     }
     let first_decoder = plan.model.parts.iter().position(|p| !p.arch.is_encoder());
     if let Some(late) = first_decoder.and_then(|d| plan.model.parts[d..].iter().find(|p| p.arch.is_encoder())) {

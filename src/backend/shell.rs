@@ -1,11 +1,13 @@
 //! What every launch script shares: strict mode, the job's nodes from the environment with a
 //! one-node default, a check that they add up to the plan's world, and flags as a bash array.
 
-/// The opening of a launch script: the comment, `set -euo pipefail`, the script's own
-/// directory as `$here`, and `$nnodes`, `$nproc`, `$node_rank`, `$master_addr`, `$master_port`.
+/// The opening of a launch script: the comment and how the job's nodes are set,
+/// `set -euo pipefail`, the script's own directory as `$here`, and `$nnodes`, `$nproc`,
+/// `$node_rank`, `$master_addr`, `$master_port`.
 pub fn prologue(comment: &[String], world: u64, default_port: u16) -> String {
     let mut out = String::from("#!/usr/bin/env bash\n");
-    for line in comment {
+    let nodes = "Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT (and NPROC_PER_NODE) on every node.";
+    for line in comment.iter().map(String::as_str).chain([nodes]) {
         if line.is_empty() {
             out.push_str("#\n");
         } else {
@@ -30,9 +32,17 @@ master_port="${{MASTER_PORT:-{default_port}}}"
     out
 }
 
-/// The torchrun options for the job the prologue describes.
-pub const TORCHRUN_OPTIONS: &str = r#"--nnodes "$nnodes" --node-rank "$node_rank" --master-addr "$master_addr" \
-    --master-port "$master_port" --nproc-per-node "$nproc""#;
+/// torchrun as a launch script calls it unless `$TORCHRUN` names another.
+pub const TORCHRUN: &str = r#""${TORCHRUN:-torchrun}""#;
+
+/// The script's last line: `launcher` (torchrun or a command that acts as it) over the job the
+/// prologue describes, running `script` with `args`.
+pub fn torchrun(launcher: &str, script: &str, args: &str) -> String {
+    format!(
+        "exec {launcher} --nnodes \"$nnodes\" --node-rank \"$node_rank\" --master-addr \"$master_addr\" \\\n    \
+         --master-port \"$master_port\" --nproc-per-node \"$nproc\" \\\n    {script} {args}\n"
+    )
+}
 
 /// One command-line flag and its value, if it takes one.
 #[derive(Clone, Debug, PartialEq)]

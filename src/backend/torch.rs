@@ -17,15 +17,15 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
             "Launches {} with the mpipe torch runtime: {world} processes ({} pipeline ranks x {} data-parallel",
             ir.source, ir.pipeline.ranks, ir.pipeline.dp
         ),
-        "replicas). Multi-node: set NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT and NPROC_PER_NODE on".into(),
-        "every node. The model comes from the adapter that MPIPE_CONFIG (a JSON file, default".into(),
+        "replicas). The model comes from the adapter that MPIPE_CONFIG (a JSON file, default".into(),
         "config.json here: the built-in miniature of the plan's model) names under \"adapter\"; see".into(),
         "mpipe_runtime.py for the adapter interface.".into(),
     ];
     let mut launch = super::shell::prologue(&comment, world as u64, 29500);
-    launch.push_str(&format!(
-        "exec \"${{PYTHON:-python3}}\" -m torch.distributed.run {} \\\n    \"$here/mpipe_runtime.py\" --plan \"$here/../plan.json\" \\\n    --config \"${{MPIPE_CONFIG:-$here/config.json}}\" --steps \"${{MPIPE_STEPS:-1}}\"\n",
-        super::shell::TORCHRUN_OPTIONS
+    launch.push_str(&super::shell::torchrun(
+        r#""${PYTHON:-python3}" -m torch.distributed.run"#,
+        r#""$here/mpipe_runtime.py""#,
+        r#"--plan "$here/../plan.json" --config "${MPIPE_CONFIG:-$here/config.json}" --steps "${MPIPE_STEPS:-1}""#,
     ));
     let config = serde_json::to_string_pretty(&miniature_config(plan)).expect("json values serialise") + "\n";
     vec![

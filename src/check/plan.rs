@@ -599,8 +599,9 @@ impl Ctx<'_> {
                     continue;
                 }
             };
-            if !out.iter().any(|o| &o.name == name) {
-                out.push(TargetSpec { name: name.clone(), nearest, span: Some(t.span) });
+            match out.iter_mut().find(|o| &o.name == name) {
+                Some(seen) => seen.nearest |= nearest,
+                None => out.push(TargetSpec { name: name.clone(), nearest, span: Some(t.span) }),
             }
         }
         out

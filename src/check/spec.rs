@@ -4,7 +4,8 @@
 use crate::algebra::{Cut, OwnerSpec, Skeleton};
 use crate::span::Span;
 
-pub const TARGETS: &[&str] = &["torch", "megatron", "mindformers", "mindspeed-mm", "hyperparallel"];
+/// The backends, in the order of `backend::Target::ALL`.
+pub const TARGETS: [&str; 5] = ["torch", "megatron", "mindformers", "mindspeed-mm", "hyperparallel"];
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {

@@ -39,9 +39,10 @@ pub fn layer_weights(model: &dyn Costs, layers: Range<u64>) -> Vec<f64> {
 }
 
 /// Splits `weights` into `count` stages, keeping the first `glued` weights (the encoder)
-/// together in stage 0: the split whose costliest stage is cheapest, and among those the one
-/// whose other stages are most even, then the one with the fewest LLM layers in stage 0 (under
-/// 1F1B it keeps the most microbatches of activations).
+/// together in stage 0: the split whose costliest stage is cheapest; among those, the one whose
+/// costliest other stage is cheapest (a heavy encoder leaves the LLM evenly spread behind it);
+/// then the one with the fewest LLM layers in stage 0 (under 1F1B it keeps the most
+/// microbatches of activations).
 fn split_with_head(weights: &[f64], glued: usize, count: usize) -> Vec<u64> {
     let rest = &weights[glued..];
     if count == 1 {
@@ -49,7 +50,7 @@ fn split_with_head(weights: &[f64], glued: usize, count: usize) -> Vec<u64> {
     }
     let head: f64 = weights[..glued].iter().sum();
     let mut best: Option<((f64, f64), Vec<u64>)> = None;
-    // Stage 0 takes the encoder and the first k LLM layers; the others share the rest evenly.
+    // Stage 0 takes the encoder and the first k LLM layers; the others split the rest by cost.
     for k in 0..=rest.len().saturating_sub(count - 1) {
         let tail = Weights(rest[k..].to_vec());
         let sizes = super::placement::balanced_split(0..tail.0.len() as u64, count - 1, &tail);
@@ -64,11 +65,15 @@ fn split_with_head(weights: &[f64], glued: usize, count: usize) -> Vec<u64> {
             .collect();
         let others = loads.iter().cloned().fold(0.0, f64::max);
         let first = head + rest[..k].iter().sum::<f64>();
-        let key = (first.max(others) * (1.0 + 1e-9), others);
-        if best.as_ref().is_none_or(|(b, _)| key.0 < b.0 || (key.0 <= b.0 && key.1 < b.1 * (1.0 - 1e-9))) {
+        let key = (first.max(others), others);
+        let better = |b: &(f64, f64)| {
+            let below = |x: f64, y: f64| x < y * (1.0 - 1e-9);
+            below(key.0, b.0) || (!below(b.0, key.0) && below(key.1, b.1))
+        };
+        if best.as_ref().is_none_or(|(b, _)| better(b)) {
             let mut split = vec![(glued + k) as u64];
             split.extend(sizes);
-            best = Some(((first.max(others), others), split));
+            best = Some((key, split));
         }
     }
     best.expect("at least one split").1

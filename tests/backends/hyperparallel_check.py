@@ -84,11 +84,21 @@ def check_config(case, cfg):
             assert frozen == (not case["trainable_encoder"]), name
 
 
+# MetaStepType (core/pipeline_parallel/utils.py) and MpipeStepType (mpipe/step_types.py, with the
+# owner-backward steps of the ttachon/hyper-parallel version).
+STEP_TYPES = {"FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "FWD_SEND", "FWD_RECV", "BWD_SEND", "BWD_RECV",
+              "FSDP_REDUCE_GRAD", "MPIPE_PARAM_BROADCAST", "MPIPE_TRANSPOSE_FWD", "MPIPE_FWD_SEND",
+              "MPIPE_FWD_RECV", "MPIPE_GRAPH_SEND", "MPIPE_GRAPH_RECV", "MPIPE_TRANSPOSE_BWD", "MPIPE_GRAD_SEND",
+              "MPIPE_GRAD_RECV_WITH_BACKWARD", "MPIPE_GRAD_REDUCE"}
+
+
 def check_order(case, order):
     name = case["name"]
     pp, m = case["pp"], case["microbatches"]
     assert order["format"] == "hyperparallel-exec-order" and len(order["ranks"]) == pp, name
     steps = {r["rank"]: r["steps"] for r in order["ranks"]}
+    unknown = {s["type"] for ss in steps.values() for s in ss} - STEP_TYPES
+    assert not unknown, f"{name}: step types HyperParallel does not have: {unknown}"
     # parse_and_validate: every transfer has its counterpart on the peer.
     pairs = collections.Counter()
     for rank, rank_steps in steps.items():
@@ -96,8 +106,8 @@ def check_order(case, order):
             kind = s["type"]
             if kind.endswith("_SEND"):
                 pairs[(rank, s["peer"], kind[:-5], s["micro_index"], s.get("stage_index"))] += 1
-            elif kind.endswith("_RECV"):
-                pairs[(s["peer"], rank, kind[:-5], s["micro_index"], s.get("stage_index"))] -= 1
+            elif kind.endswith("_RECV") or kind == "MPIPE_GRAD_RECV_WITH_BACKWARD":
+                pairs[(s["peer"], rank, kind.split("_RECV")[0], s["micro_index"], s.get("stage_index"))] -= 1
     unmatched = {k: v for k, v in pairs.items() if v}
     assert not unmatched, f"{name}: unmatched transfers {list(unmatched)[:5]}"
     forwards = collections.Counter()
@@ -118,11 +128,15 @@ def check_order(case, order):
         assert sorted(sent) == (sorted(owned) if rank > 0 else []), (name, rank, sent)
     received = [s["micro_index"] for s in steps[0] if s["type"] == "MPIPE_FWD_RECV"]
     assert sorted(received) == [mb for mb in range(m) if mb % nt != 0], (name, received)
-    backward = [s for ss in steps.values() for s in ss if s["type"] in ("MPIPE_TRANSPOSE_BWD", "MPIPE_GRAD_SEND")]
+    tower = ("MPIPE_TRANSPOSE_BWD", "MPIPE_GRAD_SEND", "MPIPE_GRAD_RECV_WITH_BACKWARD")
+    backward = [s for ss in steps.values() for s in ss if s["type"] in tower]
     if case["trainable_encoder"]:
         grad_sends = sorted(s["micro_index"] for s in steps[0] if s["type"] == "MPIPE_GRAD_SEND")
         assert grad_sends == [mb for mb in range(m) if mb % nt != 0], (name, grad_sends)
         for rank, rank_steps in steps.items():
+            owned = sorted(mb for mb in range(m) if mb % nt == rank)
+            tower_backward = sorted(s["micro_index"] for s in rank_steps if s["type"] in tower[::2])
+            assert tower_backward == owned, f"{name}: rank {rank} runs the tower backward of {tower_backward}"
             assert any(s["type"] == "MPIPE_GRAD_REDUCE" for s in rank_steps), (name, rank)
     else:
         assert not backward, f"{name}: a frozen tower has no backward"

@@ -5,7 +5,8 @@ passes are then checked:
 - every flag is one Megatron-LM's parser has (megatron/training/arguments.py and
   examples/multimodal/multimodal_args.py at NVIDIA/Megatron-LM d98e8a64), none a removed one;
 - validate_args' rules (megatron/training/arguments.py): WORLD_SIZE divisible by tp*pp*cp, at most
-  one VPP flag, the layout not with the first/last flags;
+  one VPP flag, the layout not with the first/last flags, max_position_embeddings at least
+  seq_length and decoder_seq_length;
 - the microbatch count, from megatron-core's ConstantNumMicroBatchesCalculator;
 - the stage split, by megatron-core's TransformerConfig (its __post_init__ validates uneven
   first/last stages and the layout) and get_num_layers_to_build / PipelineParallelLayerLayout,
@@ -140,6 +141,9 @@ def check(case):
     assert sum(v in f for v in VPP_FLAGS) <= 1, f"{name}: more than one VPP flag"
     first_last = "--decoder-first-pipeline-num-layers" in f or "--decoder-last-pipeline-num-layers" in f
     assert not (first_last and "--pipeline-model-parallel-layout" in f), name
+    max_positions = int(f["--max-position-embeddings"])
+    assert max_positions >= int(f["--seq-length"]), name
+    assert max_positions >= int(f.get("--decoder-seq-length", 0)), name
     calc = ConstantNumMicroBatchesCalculator(int(f["--global-batch-size"]), int(f["--micro-batch-size"]), dp, False, 0)
     assert calc.get() == case["microbatches"], (name, calc.get())
     # The split, by megatron-core itself.
