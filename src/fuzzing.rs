@@ -1,8 +1,9 @@
 //! The properties the fuzz targets (fuzz/) hold the compiler to, as functions, so the same
 //! checks run under libFuzzer for minutes and in `cargo test` as a smoke run: any input gives
 //! diagnostics with a code and a label inside the text, never a panic; a plan that checks
-//! clean derives to lists the validator accepts and that simulate to a finite step; fmt is
-//! idempotent on what it accepts.
+//! clean derives to lists the validator accepts and that simulate to a finite step, and every
+//! backend, allowed its nearest plan, emits files under its own directory or refuses with E0402;
+//! fmt is idempotent on what it accepts.
 
 use crate::resolve::loader::MemoryLoader;
 
@@ -63,4 +64,19 @@ pub fn pipeline(data: &[u8]) {
     let sim = crate::build::simulate(plan, &derived);
     assert!(sim.report.step_time_s.is_finite() && sim.report.step_time_s >= 0.0);
     assert!(sim.report.step_time_s + 1e-9 >= sim.report.lower_bound_s * (1.0 - 1e-9));
+    for target in crate::backend::Target::ALL {
+        let request = crate::backend::Request { target, nearest: true, span: None };
+        match crate::backend::emit(request, plan, &derived) {
+            Ok(emitted) => assert!(
+                !emitted.artifacts.is_empty() && emitted.artifacts.iter().all(|a| a.path.starts_with(target.name())),
+                "{} wrote outside its directory",
+                target.name()
+            ),
+            Err(diagnostics) => assert!(
+                diagnostics.iter().all(|d| d.code == crate::diagnostics::Code::E0402),
+                "with nearest, {} can only refuse with E0402: {diagnostics:?}",
+                target.name()
+            ),
+        }
+    }
 }
