@@ -70,14 +70,7 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
         model = model.set("freeze_modules", strings(&frozen));
     }
     if let Some((_, d)) = decoder {
-        model = model
-            .set("num_hidden_layers", d.layers)
-            .set("hidden_size", d.hidden)
-            .set("intermediate_size", d.ffn)
-            .set("num_attention_heads", d.attention.heads)
-            .set("num_key_value_heads", d.attention.kv_heads)
-            .set("vocab_size", d.vocab)
-            .set("max_position_embeddings", plan.batch.seq_len);
+        model = yaml::hugging_face(model, d, plan.batch.seq_len);
     }
     let transpose = placement.encoder;
     if encoder.is_some() {

@@ -100,16 +100,9 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
         .set("gradient_aggregation_group", 4u64);
     let mut model_config = Map::new();
     if let Some((part, d)) = decoder {
-        model_config = model_config
-            .set("num_hidden_layers", d.layers)
-            .set("hidden_size", d.hidden)
-            .set("intermediate_size", d.ffn)
-            .set("num_attention_heads", d.attention.heads)
-            .set("num_key_value_heads", d.attention.kv_heads)
+        model_config = yaml::hugging_face(model_config, d, plan.batch.seq_len)
             .set("head_dim", d.attention.head_dim)
-            .set("vocab_size", d.vocab)
             .set("seq_length", plan.batch.seq_len)
-            .set("max_position_embeddings", plan.batch.seq_len)
             .set("tie_word_embeddings", d.tied_embeddings)
             .set("offset", offset(body))
             .set("pp_interleave_num", u64::from(body.chunks));

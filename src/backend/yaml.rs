@@ -83,6 +83,18 @@ impl From<String> for Node {
     }
 }
 
+/// The LLM's shape under the Hugging Face config names, which MindFormers' mcore models and
+/// HyperParallel's trainer both read.
+pub fn hugging_face(map: Map, d: &crate::check::spec::Decoder, seq_len: u64) -> Map {
+    map.set("num_hidden_layers", d.layers)
+        .set("hidden_size", d.hidden)
+        .set("intermediate_size", d.ffn)
+        .set("num_attention_heads", d.attention.heads)
+        .set("num_key_value_heads", d.attention.kv_heads)
+        .set("vocab_size", d.vocab)
+        .set("max_position_embeddings", seq_len)
+}
+
 /// `[a, b, c]`.
 pub fn list<T: ToString>(items: &[T]) -> Node {
     Node::Flow(flow(items))

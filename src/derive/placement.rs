@@ -201,22 +201,7 @@ pub fn balanced_split(layers: Range<u64>, count: usize, costs: &dyn Costs) -> Ve
 #[cfg(test)]
 mod tests {
     use super::balanced_split;
-    use crate::cost::Costs;
-    use std::ops::Range;
-
-    struct Weights(Vec<f64>);
-
-    impl Costs for Weights {
-        fn forward(&self, layers: Range<u64>, _: u32) -> f64 {
-            layers.map(|l| self.0[l as usize]).sum()
-        }
-        fn backward_input(&self, _: Range<u64>, _: u32) -> f64 {
-            0.0
-        }
-        fn backward_weight(&self, _: Range<u64>, _: u32) -> f64 {
-            0.0
-        }
-    }
+    use crate::derive::folded::Weights;
 
     #[test]
     fn even_layers_split_evenly_with_the_remainder_late() {
