@@ -66,7 +66,7 @@ pub fn pipeline(data: &[u8]) {
     assert!(sim.report.step_time_s + 1e-9 >= sim.report.lower_bound_s * (1.0 - 1e-9));
     for target in crate::backend::Target::ALL {
         let request = crate::backend::Request { target, nearest: true, span: None };
-        match crate::backend::emit(request, plan, &derived) {
+        match crate::backend::emit(request, plan, &derived, sim.report.step_time_s) {
             Ok(emitted) => assert!(
                 !emitted.artifacts.is_empty() && emitted.artifacts.iter().all(|a| a.path.starts_with(target.name())),
                 "{} wrote outside its directory",

@@ -54,9 +54,10 @@ impl Checked {
         if let Some(plan) = &self.plan
             && let Ok(derived) = build::derive_checked(plan)
         {
-            all.extend(build::diagnostics(plan, &build::simulate(plan, &derived)));
+            let simulation = build::simulate(plan, &derived);
+            all.extend(build::diagnostics(plan, &simulation));
             for request in backend::requests(plan, &[], false).unwrap_or_default() {
-                all.extend(backend::diagnostics(request, plan, &derived));
+                all.extend(backend::diagnostics(request, plan, &derived, simulation.report.step_time_s));
             }
         }
         diagnostics::sort(&mut all);

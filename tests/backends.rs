@@ -25,6 +25,7 @@ struct Source {
     key: String,
     plan: Plan,
     derived: Derived,
+    step: f64,
 }
 
 fn sources() -> Vec<Source> {
@@ -39,7 +40,8 @@ fn sources() -> Vec<Source> {
             let checked = mpipe::check(&key, &key, std::fs::read(&path).unwrap(), &loader);
             let plan = checked.plan.unwrap_or_else(|| panic!("{key} does not check"));
             let derived = mpipe::build::derive_checked(&plan).unwrap();
-            out.push(Source { key, plan, derived });
+            let step = mpipe::build::simulate(&plan, &derived).report.step_time_s;
+            out.push(Source { key, plan, derived, step });
         }
     }
     out
@@ -48,7 +50,7 @@ fn sources() -> Vec<Source> {
 /// What `target` emits for `source` with `nearest`, and the plan it runs.
 fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
     let request = Request { target, nearest: true, span: None };
-    let (plan, derived) = match mpipe::backend::resolve(request, &source.plan, &source.derived) {
+    let (plan, derived) = match mpipe::backend::resolve(request, &source.plan, &source.derived, source.step) {
         Ok(Resolved::AsWritten) => (source.plan.clone(), mpipe::build::derive_checked(&source.plan).unwrap()),
         Ok(Resolved::Nearest { plan, derived, .. }) => (*plan, *derived),
         Err(d) => panic!("{} for {}: {:?}", source.key, target.name(), d),

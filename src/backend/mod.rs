@@ -82,8 +82,8 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
 }
 
 /// What `emit` would report for `request`, without writing the files.
-pub fn diagnostics(request: Request, plan: &Plan, derived: &Derived) -> Vec<Diagnostic> {
-    match resolve(request, plan, derived) {
+pub fn diagnostics(request: Request, plan: &Plan, derived: &Derived, written_step: f64) -> Vec<Diagnostic> {
+    match resolve(request, plan, derived, written_step) {
         Ok(Resolved::AsWritten) => Vec::new(),
         Ok(Resolved::Nearest { warning, .. }) => vec![warning],
         Err(diagnostics) => diagnostics,
@@ -104,8 +104,14 @@ pub enum Resolved {
 }
 
 /// What `request.target` runs of the checked and derived `plan`, or the diagnostics that say
-/// why it cannot.
-pub fn resolve(request: Request, plan: &Plan, derived: &Derived) -> Result<Resolved, Vec<Diagnostic>> {
+/// why it cannot. `written_step` is the plan's simulated step, which every caller has already
+/// simulated; the warning compares the nearest plan's with it.
+pub fn resolve(
+    request: Request,
+    plan: &Plan,
+    derived: &Derived,
+    written_step: f64,
+) -> Result<Resolved, Vec<Diagnostic>> {
     let name = request.target.name();
     match native::verdict(request.target, plan, derived) {
         Verdict::Native => Ok(Resolved::AsWritten),
@@ -124,10 +130,9 @@ pub fn resolve(request: Request, plan: &Plan, derived: &Derived) -> Result<Resol
                 let help = format!("this is a bug in mpipec {}; build for `torch` meanwhile", crate::VERSION);
                 vec![Error::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()]
             })?;
-            let before = crate::build::simulate(plan, derived).report.step_time_s;
             let after = crate::build::simulate(&nearest, &nearest_derived).report.step_time_s;
-            let warning = Error::NearestEmitted { span, target: request.span, name, changes, step: (before, after) }
-                .to_diagnostic();
+            let step = (written_step, after);
+            let warning = Error::NearestEmitted { span, target: request.span, name, changes, step }.to_diagnostic();
             Ok(Resolved::Nearest { plan: nearest, derived: Box::new(nearest_derived), warning })
         }
     }
@@ -135,8 +140,8 @@ pub fn resolve(request: Request, plan: &Plan, derived: &Derived) -> Result<Resol
 
 /// The files of `request.target` for the checked and derived `plan`, or the diagnostics that
 /// say why the target cannot run it.
-pub fn emit(request: Request, plan: &Plan, derived: &Derived) -> Result<Emitted, Vec<Diagnostic>> {
-    Ok(match resolve(request, plan, derived)? {
+pub fn emit(request: Request, plan: &Plan, derived: &Derived, written_step: f64) -> Result<Emitted, Vec<Diagnostic>> {
+    Ok(match resolve(request, plan, derived, written_step)? {
         Resolved::AsWritten => Emitted { artifacts: artifacts(request.target, plan, derived), diagnostics: Vec::new() },
         Resolved::Nearest { plan, derived, warning } => {
             Emitted { artifacts: artifacts(request.target, &plan, &derived), diagnostics: vec![warning] }

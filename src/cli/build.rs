@@ -41,7 +41,7 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[Str
     // the plan leaves the output directory as it was.
     let mut failed = false;
     for request in requests {
-        match mpipe::backend::emit(request, &plan_spec, &derived) {
+        match mpipe::backend::emit(request, &plan_spec, &derived, simulation.report.step_time_s) {
             Ok(emitted) => {
                 reporter.emit(&emitted.diagnostics, &checked.program.sources);
                 files.extend(emitted.artifacts);
