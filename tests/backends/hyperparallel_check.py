@@ -19,7 +19,6 @@ Usage: python hyperparallel_check.py cases.json  (needs PyYAML)
 
 import collections
 import json
-import sys
 
 import yaml
 
@@ -156,12 +155,5 @@ def check(case):
     return name
 
 
-def main():
-    cases = launch.load_cases(sys.argv[1])
-    assert cases, "no cases"
-    for case in cases:
-        print("hyperparallel ok:", check(case))
-
-
 if __name__ == "__main__":
-    main()
+    launch.check_all("hyperparallel", check)

@@ -18,7 +18,6 @@ passes are then checked:
 Usage: python megatron_check.py cases.json
 """
 
-import sys
 import warnings
 
 warnings.filterwarnings("ignore")
@@ -172,12 +171,5 @@ def check(case):
     return name
 
 
-def main():
-    cases = launch.load_cases(sys.argv[1])
-    for case in cases:
-        print("megatron ok:", check(case))
-    assert cases, "no cases"
-
-
 if __name__ == "__main__":
-    main()
+    launch.check_all("megatron", check)

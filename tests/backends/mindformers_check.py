@@ -96,14 +96,11 @@ def check_config(case):
         assert mc.freeze_vision == case["frozen_encoder"], name
 
 
-def main():
-    cases = launch.load_cases(sys.argv[1])
-    assert cases, "no cases"
-    for case in cases:
-        check_launch(case)
-        check_config(case)
-        print("mindformers ok:", case["name"])
+def check(case):
+    check_launch(case)
+    check_config(case)
+    return case["name"]
 
 
 if __name__ == "__main__":
-    main()
+    launch.check_all("mindformers", check)

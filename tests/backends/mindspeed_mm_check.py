@@ -17,7 +17,6 @@ Usage: python3 mindspeed_mm_check.py cases.json
 """
 
 import json
-import sys
 
 import launch
 
@@ -79,12 +78,5 @@ def check(case):
     return name
 
 
-def main():
-    cases = launch.load_cases(sys.argv[1])
-    assert cases, "no cases"
-    for case in cases:
-        print("mindspeed-mm ok:", check(case))
-
-
 if __name__ == "__main__":
-    main()
+    launch.check_all("mindspeed-mm", check)
