@@ -64,11 +64,11 @@ def check(case):
         assert env.get("VP_SIZE") == str(vpp), name
         assert len(model["text_decoder"]["pipeline_num_layers"]) == vpp, name
     decoder = check_list(name, model["text_decoder"], pp, vpp)
-    assert model["text_decoder"]["pipeline_num_layers"] == case["decoder"], name
+    assert model["text_decoder"]["pipeline_num_layers"] == case["decoder_flat"], name
     if case["vlm"]:
         vit = model["image_encoder"]["vision_encoder"]
         encoder = check_list(name, vit, pp, vpp)
-        assert vit["pipeline_num_layers"] == case["encoder"], name
+        assert vit["pipeline_num_layers"] == case["encoder_flat"], name
         last_vit = max(i for i, n in enumerate(encoder) if n > 0)
         first_llm = min(i for i, n in enumerate(decoder) if n > 0)
         assert last_vit <= first_llm, f"{name}: ViT layers after the first LLM layer: {encoder} / {decoder}"
