@@ -5,6 +5,7 @@
 //! reductions and the optimizer step close the step. All of it is one order graph, lowered to
 //! one instruction list per pipeline rank.
 
+pub mod critical;
 pub mod folded;
 pub mod order;
 pub mod owner;
@@ -96,7 +97,7 @@ fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, derive_with: impl Fn(&Vec
     for (i, owners) in candidates.iter().enumerate() {
         let d = derive_with(owners);
         let stages: Vec<std::ops::Range<u64>> = d.placement.stages.iter().map(|s| s.layers.clone()).collect();
-        let t = crate::sim::execute::execute(&d.ir, &ComputeOnly { costs, stages: &stages })
+        let t = crate::ir::interpret::run(&d.ir, &ComputeOnly { costs, stages: &stages })
             .map(|t| t.makespan())
             .unwrap_or(f64::INFINITY);
         if t < best.0 * (1.0 - 1e-9) {
@@ -112,7 +113,7 @@ struct ComputeOnly<'a> {
     stages: &'a [std::ops::Range<u64>],
 }
 
-impl crate::sim::execute::Durations for ComputeOnly<'_> {
+impl crate::ir::interpret::Durations for ComputeOnly<'_> {
     fn instruction(&self, _: u32, i: &Instr) -> f64 {
         match (i.stage, i.mb) {
             (Some(s), Some(mb)) if i.op.is_compute() => {

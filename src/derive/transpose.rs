@@ -141,7 +141,7 @@ fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> (Vec<
     let mut timed = g.clone();
     timed.link_chains();
     let stages = &placement.stages;
-    let times = crate::sim::longest_path(
+    let times = super::critical::longest_path(
         &timed.graph,
         |n| {
             let i = &timed.graph[n].instr;

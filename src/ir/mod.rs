@@ -2,6 +2,7 @@
 //! contract (IR.md): add freely, rename none without bumping `version`.
 
 pub mod csv;
+pub mod interpret;
 pub mod text;
 pub mod validate;
 

@@ -3,7 +3,7 @@
 //! per microbatch on the rank that holds the stage; every input is there before it is used
 //! (activation before forward, forward and output gradient before backward, input gradient
 //! before weight gradient, encoder features before the first body forward); every send has
-//! exactly one receive; and the lists run to the end under blocking receives (sim::execute).
+//! exactly one receive; and the lists run to the end under blocking receives (ir::interpret).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -134,7 +134,7 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
     }
     pair_transfers(ir, &mut problems);
     if problems.is_empty()
-        && let Err(deadlock) = crate::sim::execute::execute(ir, &crate::sim::execute::Instant)
+        && let Err(deadlock) = crate::ir::interpret::run(ir, &crate::ir::interpret::Untimed)
     {
         let waits: Vec<String> =
             deadlock.blocked.iter().take(4).map(|&(r, k)| at(r, k, &ir.ranks[r as usize].instructions[k])).collect();

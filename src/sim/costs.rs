@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::execute::Durations;
 use crate::cost::model::CostModel;
 use crate::cost::{self};
+use crate::ir::interpret::Durations;
 use crate::ir::{Group, Instr, Op, PlanIr};
 
 pub struct SimCosts<'a> {

@@ -6,8 +6,8 @@
 
 use serde::Deserialize;
 
-use super::execute::{self, Durations};
 use crate::cost::{self, Costs};
+use crate::ir::interpret::{self, Durations};
 use crate::ir::{Instr, Op, PlanIr};
 
 /// What the runtime writes to `profile.json`.
@@ -168,7 +168,7 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
         local: local.into_iter().map(|m| m.into_iter().map(|(op, t)| (op, mean(&t))).collect()).collect(),
         transfer: receives.iter().cloned().reduce(f64::min).unwrap_or(0.0),
     };
-    let timeline = execute::execute(ir, &durations).map_err(|d| format!("the plan deadlocks at {:?}", d.blocked))?;
+    let timeline = interpret::run(ir, &durations).map_err(|d| format!("the plan deadlocks at {:?}", d.blocked))?;
     let measured =
         median(used.clone().map(|k| profile.ranks.iter().map(|r| r.steps[k].seconds).fold(0.0, f64::max)).collect());
     Ok(Comparison { measured, predicted: timeline.makespan(), steps: used.len() })

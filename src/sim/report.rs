@@ -6,12 +6,12 @@
 use serde::Serialize;
 
 use super::costs::SimCosts;
-use super::execute::{self, Durations, Timeline};
 use crate::cost::model::CostModel;
 use crate::cost::{self, Costs};
 use crate::derive::Derived;
 use crate::derive::order::Dep;
 use crate::ir::Op;
+use crate::ir::interpret::{self, Durations, Timeline};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RankReport {
@@ -75,7 +75,7 @@ pub struct Simulation {
 pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
     let ir = &derived.ir;
     let costs = SimCosts::new(model, ir);
-    let timeline = execute::execute(ir, &costs).expect("validated plans run to the end");
+    let timeline = interpret::run(ir, &costs).expect("validated plans run to the end");
     let step = timeline.makespan();
     let plan = model.plan();
     let p = ir.ranks.len();
@@ -232,5 +232,5 @@ fn critical_path(derived: &Derived, model: &CostModel) -> f64 {
             _ => 0.0,
         }
     };
-    super::longest_path(&data, duration, |e| data[e]).map(|t| t.makespan()).unwrap_or(0.0)
+    crate::derive::critical::longest_path(&data, duration, |e| data[e]).map(|t| t.makespan()).unwrap_or(0.0)
 }

@@ -6,10 +6,10 @@
 use serde::Serialize;
 
 use super::costs::SimCosts;
-use super::execute;
 use crate::check::spec::Plan;
 use crate::cost::model::CostModel;
 use crate::derive::Derived;
+use crate::ir::interpret;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stats {
@@ -78,7 +78,7 @@ pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> 
         .map(|tokens| {
             let model = CostModel::new(&with_tokens(plan, tokens));
             let costs = SimCosts::new(&model, &derived.ir);
-            execute::execute(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
+            interpret::run(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
         })
         .collect();
     stats(times)

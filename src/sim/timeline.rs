@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::execute::Timeline;
+use crate::ir::interpret::Timeline;
 use crate::ir::{Op, PlanIr};
 
 /// Region colours, light for forward and dark for backward (ColorBrewer Paired).

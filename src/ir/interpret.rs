@@ -32,10 +32,10 @@ pub trait Durations {
     fn transfer(&self, from: u32, to: u32, instr: &Instr) -> f64;
 }
 
-/// Every instruction instant: for the deadlock check.
-pub struct Instant;
+/// Every instruction takes no time: for the deadlock check.
+pub struct Untimed;
 
-impl Durations for Instant {
+impl Durations for Untimed {
     fn instruction(&self, _: u32, _: &Instr) -> f64 {
         0.0
     }
@@ -55,7 +55,7 @@ fn key(rank: u32, i: &Instr) -> Option<Key> {
     }
 }
 
-pub fn execute(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
+pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
     let ranks = ir.ranks.len();
     let mut start: Vec<Vec<f64>> = ir.ranks.iter().map(|r| vec![0.0; r.instructions.len()]).collect();
     let mut end = start.clone();
