@@ -173,6 +173,24 @@ pub enum Error {
         message: String,
         help: String,
     },
+    /// `chunks` below 1 or above the replicated region's layers (`layers`, once the cut is known).
+    ChunksOutOfRange {
+        span: Span,
+        layers: Option<u64>,
+    },
+    LookaheadOutOfRange {
+        span: Span,
+    },
+    LookaheadTrainable {
+        span: Span,
+        part: String,
+        part_span: Span,
+    },
+    TransposeOnlyArgument {
+        span: Span,
+        name: String,
+        skeleton: String,
+    },
     DeviceProduct {
         span: Span,
         devices: u64,
@@ -441,6 +459,25 @@ impl Error {
             BadSkeletonArgument { span, skeleton, message, help } => d(Code::E0307, format!("invalid argument to `{skeleton}`"))
                 .primary(*span, message.clone())
                 .help(help.clone()),
+            ChunksOutOfRange { span, layers } => d(Code::E0319, "`chunks` out of range")
+                .primary(*span, match layers {
+                    Some(n) => format!("more chunks than the region's {}", count(*n, "layer")),
+                    None => "not a whole number of at least 1, nor `auto`".into(),
+                })
+                .help(match layers {
+                    Some(n) => format!("a chunk is at least one layer: write `chunks = {n}` or fewer, or `chunks = auto`"),
+                    None => "write `chunks = auto` (the default) or a whole number from 1 to the encoder's layer count".into(),
+                }),
+            LookaheadOutOfRange { span } => d(Code::E0321, "`lookahead` must be 0 or 1")
+                .primary(*span, "not 0 or 1")
+                .help("encoder work runs at most one step ahead: write `lookahead = 1`, or leave it out for 0"),
+            LookaheadTrainable { span, part, part_span } => d(Code::E0320, "`lookahead` with a trainable encoder")
+                .primary(*span, "encodes the next step's microbatches this step")
+                .secondary(*part_span, format!("`{part}` trains: its weights change between steps"))
+                .help(format!("features encoded ahead would come from stale weights: drop `lookahead`, or freeze `{part}` (`frozen = true;`)")),
+            TransposeOnlyArgument { span, name, skeleton } => d(Code::E0322, format!("`{name}` on `{skeleton}`"))
+                .primary(*span, format!("only `transpose` takes `{name}`"))
+                .help(format!("`{name}` shapes a replicated encoder's work: remove it here, or give the encoder's region `transpose({name} = …)`")),
             DeviceProduct { span, devices, pp, dp, tp } => {
                 let (devices, pp, dp, tp) = (u128::from(*devices), u128::from(*pp), u128::from(*dp), u128::from(*tp));
                 let product = pp * dp * tp;

@@ -117,7 +117,9 @@ fn real_costs_on_the_paper_plan() {
     assert!(r.step_time_s >= r.lower_bound_s && r.lower_bound_s > 0.0);
     assert!(r.mfu > 0.05 && r.mfu < 1.0, "MFU {}", r.mfu);
     assert!(r.ranks.iter().all(|x| x.peak_memory_bytes > x.static_memory_bytes));
-    assert!(r.owner_spill_s.unwrap() + 1e-9 >= r.owner_spill_bound_s.unwrap());
+    let (floor, relaxation) = (r.transpose_floor_s.unwrap(), r.transpose_relaxation_s.unwrap());
+    assert!(relaxation <= floor + 1e-9, "the relaxation {relaxation} is the weaker bound, floor {floor}");
+    assert!(r.step_time_s + 1e-9 >= floor, "no one-step schedule beats the floor {floor}: {}", r.step_time_s);
     for x in &r.ranks {
         assert!(close(x.spill_s, (x.encoder_s - x.warmup_slack_s).max(0.0)));
     }

@@ -125,6 +125,19 @@ fn transpose_trainable_zbv_matches_one_process() {
 }
 
 #[test]
+fn transpose_chunked_trainable_matches_one_process() {
+    matrix(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), &["model.enc.frozen=false"], true);
+}
+
+#[test]
+fn transpose_lookahead_matches_one_process_over_three_steps() {
+    let out = verify(VLM, 2, &["schedule=transpose(chunks = 4, lookahead = 1), 1f1b".to_string()], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("3 step(s)"), "a lookahead plan runs at least 3 steps:\n{stdout}");
+    matrix(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true);
+}
+
+#[test]
 fn hyperparallel_style_prefix_transpose_matches_one_process() {
     matrix(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true);
 }

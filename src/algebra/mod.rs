@@ -7,4 +7,4 @@ pub mod skeleton;
 
 pub use cut::{Cut, Region};
 pub use owner::OwnerSpec;
-pub use skeleton::{Fill, Layout, Skeleton};
+pub use skeleton::{Chunks, Fill, Layout, Skeleton};

@@ -32,15 +32,34 @@ pub enum Fill {
     Prefix,
 }
 
+/// How many pieces `transpose` cuts one microbatch's encoder work into: runs of consecutive
+/// encoder layers, each an instruction of its own, so encoder work fits idle gaps of any size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Chunks {
+    /// Chosen per plan by derive: the count whose schedule simulates fastest.
+    Auto,
+    Fixed(u32),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Skeleton {
     Gpipe,
     OneFOneB,
-    Interleaved { v: u32 },
-    Zb1p { v: u32 },
+    Interleaved {
+        v: u32,
+    },
+    Zb1p {
+        v: u32,
+    },
     Zbv,
     DualPipeV,
-    Transpose { fill: Fill },
+    /// `lookahead`: a frozen encoder encodes the next step's microbatches in this step's idle
+    /// time, and its features wait on their owner until the next step.
+    Transpose {
+        fill: Fill,
+        chunks: Chunks,
+        lookahead: bool,
+    },
 }
 
 /// A skeleton's parameter, as the language accepts it.
@@ -64,6 +83,10 @@ pub enum ParamKind {
     },
     /// Layers per stage, in stage order.
     Split,
+    /// A whole number of at least 1, or `auto` (the default).
+    CountOrAuto,
+    /// 0 or 1 steps ahead (default 0).
+    Lookahead,
 }
 
 #[derive(Debug)]
@@ -130,11 +153,23 @@ pub static SKELETONS: &[SkeletonDef] = &[
     SkeletonDef {
         name: "transpose",
         layout: Layout::Replicated,
-        params: &[Param {
-            name: "fill",
-            kind: ParamKind::Choice { choices: &["slack", "prefix"], default: "slack" },
-            doc: "slack: encoder work inside each rank's warmup slack (Mpipe); prefix: one block before the pipeline (HyperParallel)",
-        }],
+        params: &[
+            Param {
+                name: "fill",
+                kind: ParamKind::Choice { choices: &["slack", "prefix"], default: "slack" },
+                doc: "slack: encoder work inside each rank's idle time (Mpipe); prefix: one block before the pipeline (HyperParallel)",
+            },
+            Param {
+                name: "chunks",
+                kind: ParamKind::CountOrAuto,
+                doc: "pieces of consecutive encoder layers one microbatch's encode is cut into, from 1 to the encoder's layer count, or `auto` (the default: the fastest)",
+            },
+            Param {
+                name: "lookahead",
+                kind: ParamKind::Lookahead,
+                doc: "1: a frozen encoder encodes the next step's microbatches in this step's idle time; 0 (the default): each step encodes its own",
+            },
+        ],
         doc: "the region on every pipeline rank; each microbatch encoded on its owner inside the LLM's warmup bubbles (Mpipe)",
     },
 ];
@@ -180,12 +215,35 @@ impl Skeleton {
     }
 }
 
+impl Skeleton {
+    /// `transpose` with whole encodes, each step encoding its own batch: the form public code
+    /// ships, and what a target without chunks or lookahead can run.
+    pub fn whole_transpose(fill: Fill) -> Skeleton {
+        Skeleton::Transpose { fill, chunks: Chunks::Fixed(1), lookahead: false }
+    }
+}
+
 impl fmt::Display for Skeleton {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Skeleton::Interleaved { v } => write!(f, "interleaved({v})"),
             Skeleton::Zb1p { v } => write!(f, "zb1p({v})"),
-            Skeleton::Transpose { fill: Fill::Prefix } => f.write_str("transpose(prefix)"),
+            &Skeleton::Transpose { fill, chunks, lookahead } => {
+                let mut args = Vec::new();
+                if fill == Fill::Prefix {
+                    args.push("prefix".to_string());
+                }
+                // A prefix block encodes whole microbatches unless told otherwise.
+                match chunks {
+                    Chunks::Fixed(1) if fill == Fill::Prefix => {}
+                    Chunks::Fixed(n) => args.push(format!("chunks = {n}")),
+                    Chunks::Auto => {}
+                }
+                if lookahead {
+                    args.push("lookahead = 1".to_string());
+                }
+                if args.is_empty() { f.write_str("transpose") } else { write!(f, "transpose({})", args.join(", ")) }
+            }
             other => f.write_str(other.name()),
         }
     }

@@ -121,7 +121,7 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
                            HyperParallel's ScheduleMPipeTranspose does not fill the warmup slack slot by slot"
                         .into(),
                 });
-                nearest.schedule[enc.region].skeleton = Skeleton::Transpose { fill: Fill::Prefix };
+                nearest.schedule[enc.region].skeleton = Skeleton::whole_transpose(Fill::Prefix);
             }
             let round_robin: Vec<u32> = (0..m as u32).map(|mb| mb % p as u32).collect();
             let owners = derived.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();

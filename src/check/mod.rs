@@ -22,6 +22,16 @@ use spec::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp
 /// take more memory than a build should: about 2 GB of instructions.
 pub const MAX_EVENTS: u64 = 8_000_000;
 
+/// Where `transpose`'s `chunks` and `lookahead` were written, for the rules that need the cut.
+#[derive(Clone, Copy, Default)]
+pub(super) struct TransposeSpans {
+    pub chunks: Option<Span>,
+    pub lookahead: Option<Span>,
+}
+
+/// Arguments only `transpose` takes: named on another skeleton, they get their own code.
+pub(super) const TRANSPOSE_ONLY: &[&str] = &["chunks", "lookahead"];
+
 pub struct Ctx<'a> {
     pub program: &'a Program,
     /// For data files a plan names (`image_histogram`); `None` reads none.
@@ -33,6 +43,8 @@ pub struct Ctx<'a> {
     archs: BTreeMap<DefId, Option<Arch>>,
     /// The span of each skeleton's `split = […]`, by region, for labels.
     split_spans: Vec<Option<Span>>,
+    /// Per skeleton of the schedule: where `transpose`'s `chunks` and `lookahead` were written.
+    transpose_spans: Vec<TransposeSpans>,
 }
 
 impl Ctx<'_> {
@@ -52,6 +64,7 @@ pub fn check(program: &Program, loader: Option<&dyn crate::resolve::loader::Load
         hardware: BTreeMap::new(),
         archs: BTreeMap::new(),
         split_spans: Vec::new(),
+        transpose_spans: Vec::new(),
     };
     for (m, module) in program.modules.iter().enumerate() {
         let Some(ast) = &module.ast else { continue };

@@ -4,8 +4,9 @@ use super::Ctx;
 use super::fields::Fields;
 use super::schema;
 use super::spec::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS, TargetSpec};
+use super::{TRANSPOSE_ONLY, TransposeSpans};
 use crate::algebra::skeleton::{self, ParamKind};
-use crate::algebra::{Cut, Fill, OwnerSpec, Region, Skeleton};
+use crate::algebra::{Chunks, Cut, Fill, OwnerSpec, Region, Skeleton};
 use crate::ast::{self, DefKind, Item, ValueKind};
 use crate::error::Error;
 use std::ops::Range;
@@ -393,6 +394,15 @@ impl Ctx<'_> {
             let index = match &arg.name {
                 Some(n) => match def.params.iter().position(|p| p.name == n.name) {
                     Some(i) => i,
+                    None if TRANSPOSE_ONLY.contains(&n.name.as_str()) => {
+                        self.error(Error::TransposeOnlyArgument {
+                            span: arg.span,
+                            name: n.name.clone(),
+                            skeleton: def.name.into(),
+                        });
+                        ok = false;
+                        continue;
+                    }
                     None => {
                         let names: Vec<&str> = def.params.iter().map(|p| p.name).collect();
                         let help = match did_you_mean(&n.name, names.iter().copied()) {
@@ -435,6 +445,8 @@ impl Ctx<'_> {
         let mut counts = Vec::new();
         let mut split = None;
         let mut fill = Fill::Slack;
+        let mut chunks = (Chunks::Auto, None);
+        let mut lookahead = (false, None);
         for (param, given) in def.params.iter().zip(values) {
             match (&param.kind, given) {
                 (ParamKind::Count { default, .. }, None) => match default {
@@ -480,6 +492,26 @@ impl Ctx<'_> {
                             format!("`{}` must be one of {}", param.name, choices.join(", ")),
                             param.doc.into(),
                         );
+                        ok = false;
+                    }
+                },
+                (ParamKind::CountOrAuto | ParamKind::Lookahead, None) => {}
+                (ParamKind::CountOrAuto, Some((value, span))) => match &value.kind {
+                    ValueKind::Name(n) if n.name == "auto" => chunks = (Chunks::Auto, Some(span)),
+                    ValueKind::Number(q) if q.unit.is_none() && q.value.fract() == 0.0 && q.value >= 1.0 => {
+                        chunks = (Chunks::Fixed(q.value.min(f64::from(u32::MAX)) as u32), Some(span))
+                    }
+                    _ => {
+                        self.error(Error::ChunksOutOfRange { span, layers: None });
+                        ok = false;
+                    }
+                },
+                (ParamKind::Lookahead, Some((value, span))) => match &value.kind {
+                    ValueKind::Number(q) if q.unit.is_none() && (q.value == 0.0 || q.value == 1.0) => {
+                        lookahead = (q.value == 1.0, Some(span))
+                    }
+                    _ => {
+                        self.error(Error::LookaheadOutOfRange { span });
                         ok = false;
                     }
                 },
@@ -529,10 +561,11 @@ impl Ctx<'_> {
             "zb1p" => Skeleton::Zb1p { v },
             "zbv" => Skeleton::Zbv,
             "dualpipev" => Skeleton::DualPipeV,
-            "transpose" => Skeleton::Transpose { fill },
+            "transpose" => Skeleton::Transpose { fill, chunks: chunks.0, lookahead: lookahead.0 },
             other => unreachable!("skeleton table and constructor disagree on {other}"),
         };
         self.split_spans.push(split.as_ref().map(|(_, s)| *s));
+        self.transpose_spans.push(TransposeSpans { chunks: chunks.1, lookahead: lookahead.1 });
         Some(RegionSchedule { skeleton, split: split.map(|(l, _)| l), span: expr.span })
     }
 

@@ -47,6 +47,9 @@ impl Ctx<'_> {
         let layouts: Vec<Layout> = schedule.iter().map(|s| s.skeleton.layout()).collect();
         self.layout_rules(&layouts, cut_stmt, schedule_stmt, parts.owner.map(|(_, stmt)| stmt));
         self.arrangement_rules(schedule, cut_stmt, schedule_stmt);
+        if let Some(cut) = cut {
+            self.transpose_rules(schedule, cut, parts.model);
+        }
         let Some((cluster, _)) = parts.cluster else { return };
         let Some((batch, batch_section)) = parts.batch else { return };
         let (p, m) = (cluster.pp, batch.microbatches);
@@ -103,6 +106,28 @@ impl Ctx<'_> {
         }
         if m < p && layouts.contains(&Layout::Sharded) {
             self.error(Error::FewMicrobatches { span: microbatch_span, microbatches: m, ranks: p });
+        }
+    }
+
+    /// `chunks` at most the region's layers; `lookahead` only where nothing in the region
+    /// trains (its next-step features must not depend on this step's update).
+    fn transpose_rules(&mut self, schedule: &[RegionSchedule], cut: &Cut, model: Option<&Model>) {
+        for (i, sched) in schedule.iter().enumerate() {
+            let crate::algebra::Skeleton::Transpose { chunks, lookahead, .. } = sched.skeleton else { continue };
+            let spans = self.transpose_spans.get(i).copied().unwrap_or_default();
+            let region = &cut.regions[i];
+            let layers = region.layers.end - region.layers.start;
+            if let (crate::algebra::Chunks::Fixed(n), Some(span)) = (chunks, spans.chunks)
+                && u64::from(n) > layers
+            {
+                self.error(Error::ChunksOutOfRange { span, layers: Some(layers) });
+            }
+            let Some(model) = model else { continue };
+            let trainable = region.segments.iter().find(|(part, _)| !model.parts[*part].frozen);
+            if let (true, Some(span), Some((part, _))) = (lookahead, spans.lookahead, trainable) {
+                let part = &model.parts[*part];
+                self.error(Error::LookaheadTrainable { span, part: part.name.clone(), part_span: part.span });
+            }
         }
     }
 

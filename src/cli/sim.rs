@@ -84,13 +84,16 @@ fn human(plan: &mpipe::check::spec::Plan, ir: &mpipe::ir::PlanIr, r: &Report, ti
         seconds(r.lower_bound_critical_path_s)
     );
     let _ = writeln!(out, "MFU            {:>9.1} %   bubble {:.1} %", 100.0 * r.mfu, 100.0 * r.bubble_fraction);
-    if let (Some(spill), Some(bound)) = (r.owner_spill_s, r.owner_spill_bound_s) {
+    if let (Some(floor), Some(relaxation)) = (r.transpose_floor_s, r.transpose_relaxation_s) {
         let _ = writeln!(
             out,
-            "encoder spill  {:>10}   max over ranks of max(0, E_r − w_r); no owner map beats {}",
-            seconds(spill),
-            seconds(bound)
+            "encoder bounds {:>10}   body alone + first encode (reachable); fluid relaxation {}",
+            seconds(floor),
+            seconds(relaxation)
         );
+    }
+    if let Some(first) = r.first_step_s {
+        let _ = writeln!(out, "first step     {:>10}   its prologue encodes its own batch (lookahead)", seconds(first));
     }
     let _ = writeln!(out, "\n rank        busy        idle   slack w_r  encoder E_r    spill   peak memory  live mbs");
     for x in &r.ranks {

@@ -1,6 +1,7 @@
 //! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--python PATH] [--profile]`: the plan's
 //! miniature run by the torch runtime in N × D processes and in one, compared.
 
+use mpipe::algebra::Skeleton;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -61,6 +62,10 @@ pub fn run(
         Err(status) => return status,
     };
     reporter.finish();
+    // A lookahead plan's first step differs from the rest (its prologue encodes the first
+    // batch); the steady state starts with the second, and a third shows it holds.
+    let lookahead = mini.schedule.iter().any(|s| matches!(s.skeleton, Skeleton::Transpose { lookahead: true, .. }));
+    let steps = if lookahead { steps.max(3) } else { steps };
     let py = python(explicit);
     let derived = match mpipe::build::derive_checked(&mini) {
         Ok(d) => d,

@@ -15,7 +15,7 @@ pub mod transpose;
 
 use std::collections::BTreeMap;
 
-use crate::algebra::{Layout, OwnerSpec};
+use crate::algebra::{Chunks, Fill, Layout, OwnerSpec, Skeleton};
 use crate::check::spec::Plan;
 use crate::cost::Costs;
 use crate::ir::{self, Dir, Group, Instr, Op, PlanIr};
@@ -31,63 +31,89 @@ pub struct Derived {
 }
 
 pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
-    let by_microbatch = plan.owner.as_ref().is_none_or(|o| *o == OwnerSpec::ByMicrobatch);
     let replicated: Vec<usize> =
         (0..plan.schedule.len()).filter(|&i| plan.schedule[i].skeleton.layout() == Layout::Replicated).collect();
-    if !by_microbatch || replicated.is_empty() {
+    if replicated.is_empty() {
         return derive_once(plan, costs, &Choice::default());
     }
-    // `by_microbatch`: candidate owner maps — for the encoder the greedy min-max map, for both
-    // the round-robin maps (and for a sink, all on the last body rank) — each placed slot by
-    // slot and timed on the simulated step; the fastest wins (ties: the first). The encoder's
-    // candidates are timed with the encoder frozen, so its choice, like the forward schedule,
-    // is the same whether the encoder trains or not.
     let m = plan.batch.microbatches as u32;
     let p = plan.cluster.pp as u32;
     let round_robin: Vec<u32> = (0..m).map(|mb| mb % p).collect();
-    let reversed: Vec<u32> = (0..m).map(|mb| p - 1 - mb % p).collect();
-    let mut choice = Choice::default();
     let has_encoder = replicated.first() == Some(&0);
     let has_sink = replicated.last().is_some_and(|&i| i > 0);
+    let mut choice = Choice::default();
+    let mut plan = std::borrow::Cow::Borrowed(plan);
     if has_encoder {
-        let forward_only = Plan {
-            model: crate::check::spec::Model {
-                parts: plan
-                    .model
-                    .parts
-                    .iter()
-                    .map(|part| crate::check::spec::Part {
-                        frozen: part.frozen || part.arch.is_encoder(),
-                        ..part.clone()
-                    })
-                    .collect(),
-                ..plan.model.clone()
-            },
-            ..plan.clone()
-        };
-        let probe = Choice { encoder: None, sink: has_sink.then(|| round_robin.clone()) };
-        let greedy = derive_once(&forward_only, costs, &probe).transpose.map(|t| t.owners).unwrap_or_default();
-        let best = fastest(&[greedy, round_robin.clone(), reversed.clone()], costs, |owners| {
-            derive_once(&forward_only, costs, &Choice { encoder: Some(owners.clone()), sink: probe.sink.clone() })
-        });
-        choice.encoder = Some(best);
+        let probe = Choice { sink: has_sink.then(|| round_robin.clone()), ..Choice::default() };
+        let (written, chosen) = encoder_form(&plan, costs, &probe);
+        plan.to_mut().schedule[0].skeleton = written;
+        choice = Choice { sink: None, ..chosen };
     }
     if has_sink {
-        let placed = placement::place(plan, costs);
+        let placed = placement::place_chunked(&plan, costs, choice.chunks);
         let last_rank = vec![placed.rank_of_body(placed.body.shape.stages() - 1); m as usize];
-        let encoder = choice.encoder.clone();
+        let reversed: Vec<u32> = (0..m).map(|mb| p - 1 - mb % p).collect();
         let best = fastest(&[round_robin, reversed, last_rank], costs, |owners| {
-            derive_once(plan, costs, &Choice { encoder: encoder.clone(), sink: Some(owners.clone()) })
+            derive_once(&plan, costs, &Choice { sink: Some(owners.clone()), ..choice.clone() })
         });
         choice.sink = Some(best);
     }
-    derive_once(plan, costs, &choice)
+    derive_once(&plan, costs, &choice)
 }
 
-/// Owner maps fixed by derive itself, overriding the plan's `owner` per replicated region.
+/// The encoder's form that simulates fastest: the plan's own `transpose` with each chunk count
+/// `chunks = auto` allows, and with `owner by_microbatch` also its round-robin map and
+/// HyperParallel's prefix form, so that a plan never runs slower than either. Ties go to the
+/// earlier candidate: fewer chunks, the plan's own form.
+fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choice) -> (Skeleton, Choice) {
+    let written = plan.schedule[0].skeleton;
+    let Skeleton::Transpose { fill, chunks, .. } = written else { unreachable!("the encoder is replicated") };
+    let layers = plan.cut.regions[0].layers.end - plan.cut.regions[0].layers.start;
+    let counts: Vec<u32> = match (chunks, fill) {
+        (Chunks::Fixed(n), _) => vec![n],
+        (Chunks::Auto, Fill::Prefix) => vec![1],
+        (Chunks::Auto, Fill::Slack) => chunk_candidates(layers),
+    };
+    let by_microbatch = plan.owner.as_ref().is_none_or(|o| *o == OwnerSpec::ByMicrobatch);
+    let mut forms: Vec<(Skeleton, Option<OwnerSpec>, u32)> = counts.iter().map(|&n| (written, None, n)).collect();
+    if by_microbatch && fill == Fill::Slack {
+        forms.extend(counts.iter().map(|&n| (written, Some(OwnerSpec::RoundRobin), n)));
+        forms.push((Skeleton::whole_transpose(Fill::Prefix), Some(OwnerSpec::RoundRobin), 1));
+    }
+    let mut best: Option<(f64, usize)> = None;
+    for (i, (skeleton, owner, n)) in forms.iter().enumerate() {
+        let mut candidate = plan.clone();
+        candidate.schedule[0].skeleton = *skeleton;
+        if let Some(o) = owner {
+            candidate.owner = Some(o.clone());
+        }
+        let t = compute_makespan(&derive_once(&candidate, costs, &Choice { chunks: *n, ..probe.clone() }), costs);
+        if best.is_none_or(|(b, _)| t < b * (1.0 - 1e-6)) {
+            best = Some((t, i));
+        }
+    }
+    let (skeleton, owner, n) = forms[best.expect("at least the plan's own form").1].clone();
+    (skeleton, Choice { chunks: n, encoder_owner: owner, ..probe.clone() })
+}
+
+/// Chunk counts worth trying for an encoder of `layers` layers: whole encodes, halvings down to
+/// single layers, and one layer per chunk.
+fn chunk_candidates(layers: u64) -> Vec<u32> {
+    let layers = layers.max(1) as u32;
+    let mut counts: Vec<u32> =
+        std::iter::successors(Some(1u32), |n| n.checked_mul(2)).take_while(|n| *n < layers).collect();
+    counts.push(layers);
+    counts
+}
+
+/// Choices derive makes where the plan leaves them open.
 #[derive(Clone, Debug, Default)]
 struct Choice {
-    encoder: Option<Vec<u32>>,
+    /// Chunks of the encoder's work, where the plan says `auto` (0: the plan's own count, or 1).
+    chunks: u32,
+    /// An owner map for the encoder in place of the plan's.
+    encoder_owner: Option<OwnerSpec>,
+    /// The sink's owner map.
     sink: Option<Vec<u32>>,
 }
 
@@ -95,16 +121,20 @@ struct Choice {
 fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, derive_with: impl Fn(&Vec<u32>) -> Derived) -> Vec<u32> {
     let mut best = (f64::INFINITY, 0usize);
     for (i, owners) in candidates.iter().enumerate() {
-        let d = derive_with(owners);
-        let stages: Vec<std::ops::Range<u64>> = d.placement.stages.iter().map(|s| s.layers.clone()).collect();
-        let t = crate::ir::interpret::run(&d.ir, &ComputeOnly { costs, stages: &stages })
-            .map(|t| t.makespan())
-            .unwrap_or(f64::INFINITY);
+        let t = compute_makespan(&derive_with(owners), costs);
         if t < best.0 * (1.0 - 1e-9) {
             best = (t, i);
         }
     }
     candidates[best.1].clone()
+}
+
+/// The step of a derived plan with compute times from the cost model and transfers free.
+fn compute_makespan(d: &Derived, costs: &dyn Costs) -> f64 {
+    let stages: Vec<std::ops::Range<u64>> = d.placement.stages.iter().map(|s| s.layers.clone()).collect();
+    crate::ir::interpret::run(&d.ir, &ComputeOnly { costs, stages: &stages })
+        .map(|t| t.makespan())
+        .unwrap_or(f64::INFINITY)
 }
 
 /// Compute durations from the cost model, transfers free: how derive times a candidate.
@@ -129,12 +159,13 @@ impl crate::ir::interpret::Durations for ComputeOnly<'_> {
 }
 
 fn derive_once(plan: &Plan, costs: &dyn Costs, choice: &Choice) -> Derived {
-    let placement = placement::place(plan, costs);
+    let placement = placement::place_chunked(plan, costs, choice.chunks.max(1));
     let mut g =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
     body(&mut g, &placement);
-    let transposed =
-        placement.encoder.map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs, choice.encoder.as_deref()));
+    let transposed = placement
+        .encoder
+        .map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs, choice.encoder_owner.as_ref()));
     let m = placement.body.shape.microbatches;
     let sink_owners = placement.sink.map(|sink| {
         let owners = match (&choice.sink, &plan.owner) {
@@ -291,7 +322,11 @@ fn assemble(
         ranks: lists
             .into_iter()
             .enumerate()
-            .map(|(r, instructions)| ir::RankIr { rank: r as u32, instructions })
+            .map(|(r, instructions)| ir::RankIr {
+                rank: r as u32,
+                prologue: transposed.map(|t| t.prologue[r].clone()).unwrap_or_default(),
+                instructions,
+            })
             .collect(),
     }
 }

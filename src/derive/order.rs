@@ -145,7 +145,9 @@ impl OrderGraph {
                 before[anchor(&self.recv_before, node, group_start)].extend(inputs.into_iter().map(|(_, i)| i));
             }
             let mut outputs: Vec<(u32, Instr)> = Vec::new();
-            for edge in self.graph.edges_directed(node, Direction::Outgoing) {
+            // A send event (features held from the step before) is its own output.
+            let outgoing = if me.op == Op::Send { None } else { Some(node) };
+            for edge in outgoing.into_iter().flat_map(|n| self.graph.edges_directed(n, Direction::Outgoing)) {
                 let Dep::Data(dir) = *edge.weight() else { continue };
                 let to = self.rank_of(edge.target(), rank);
                 if to != rank {

@@ -1,144 +1,291 @@
-//! Owner maps of a replicated region, and where each encode goes in its owner's list.
+//! Owners and places of a replicated encoder's work: list scheduling into the body's idle time.
 //!
-//! Each rank's warmup slack is a list of idle gaps in the body-only schedule (the wait for its
-//! first activation, then for its first gradient). Encodes are taken in deadline order — the
-//! time the first body stage needs them — and each goes into the first gap on its owner that
-//! ends in time and has room; one that fits nowhere runs at the front of the owner's list,
-//! where it delays that rank's pipeline (its spill). `by_microbatch` picks, for each
-//! microbatch, the rank where it ends up least exposed: free in a gap if possible, else the
-//! least added spill or lateness; ties to the rank with the most room left, then the lower
-//! rank. `round_robin` (m mod P) and explicit lists fix the owner and use the same placement.
+//! The body alone, timed, leaves each rank idle in windows: before its first event, between
+//! events (the waits for an activation or a gradient), and after its last. When the first body
+//! stage's first forward waits `delay` for its features, every body event moves later by that
+//! delay, and so does every window but the first, which grows. Each microbatch is a job: its
+//! encoder chunks run one after another on one owner, the forwards before the time the first
+//! body stage needs the features (its deadline; none when the work serves the next step), a
+//! trainable encoder's backwards after the feature gradient comes back. Jobs are taken by
+//! deadline, and each goes to the owner where it moves the end of the step least (work past a
+//! rank's last body event may), then where it finishes earliest (its backward, when it has one); a
+//! chunk goes into the first window it fits whole, so encoder work never delays a body event. The delay is the smallest for which every deadline is met; work that fits no window
+//! runs after the rank's last body event.
 
 use crate::algebra::OwnerSpec;
 
-/// An idle stretch of a rank in the body-only schedule.
+/// An idle stretch of a rank in the body-only schedule, in body time (before any delay).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Gap {
-    /// The chain position of the event the gap precedes.
+pub struct Window {
+    /// The chain position of the event the window precedes (the chain's length: after the last).
     pub before: usize,
-    pub room: f64,
+    /// `None` for the window before the rank's first event: it starts at time zero and grows
+    /// with the delay.
+    pub from: Option<f64>,
+    /// `f64::INFINITY` after the last event.
+    pub to: f64,
+}
+
+/// One microbatch's encoder work.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// Forward chunks in order.
+    pub forward: Vec<f64>,
+    /// Backward chunks in the order they run (the last chunk's first); empty when frozen.
+    pub backward: Vec<f64>,
+    /// When the first body stage needs the features, in body time; `None` for next-step work.
+    pub deadline: Option<f64>,
+    /// When the feature gradient is back on any owner, in body time.
+    pub release: f64,
+}
+
+/// Where one chunk runs: before which event of its owner's chain, from when.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slot {
+    pub before: usize,
+    pub start: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// How long the first body stage waits for its first features.
+    pub delay: f64,
+    /// When the last rank is done, body and encoder work, in the delayed timeline.
     pub end: f64,
-}
-
-pub struct Load<'a> {
-    pub gaps: &'a [Vec<Gap>],
-    pub work: &'a [f64],
-    pub deadline: &'a [f64],
-}
-
-/// Owner of each microbatch and the chain position its encode goes before.
-pub struct Assignment {
     pub owners: Vec<u32>,
-    pub positions: Vec<usize>,
+    pub forward: Vec<Vec<Slot>>,
+    pub backward: Vec<Vec<Slot>>,
 }
 
 const EPS: f64 = 1e-12;
 
-pub fn assign(spec: &OwnerSpec, ranks: u32, load: &Load) -> Assignment {
-    let m = load.work.len();
+/// The schedule that ends the step earliest: the greedy owners with the smallest delay that
+/// meets every deadline, then improved one job at a time (the plan's own owners stay fixed).
+pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Schedule {
+    let ranks = windows.len() as u32;
     let fixed: Option<Vec<u32>> = match spec {
-        OwnerSpec::RoundRobin => Some((0..m as u32).map(|mb| mb % ranks).collect()),
+        OwnerSpec::RoundRobin => Some((0..jobs.len() as u32).map(|mb| mb % ranks).collect()),
         OwnerSpec::Explicit(list) => Some(list.iter().map(|r| *r as u32).collect()),
         OwnerSpec::ByMicrobatch => None,
     };
-    let mut gaps: Vec<Vec<Gap>> = load.gaps.to_vec();
-    // Work run at the front of each rank beyond its first gap, and all front work.
-    let mut front = vec![0.0f64; ranks as usize];
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| load.deadline[a].total_cmp(&load.deadline[b]).then(a.cmp(&b)));
-    let (mut owners, mut positions) = (vec![0u32; m], vec![0usize; m]);
-    for mb in order {
-        let e = load.work[mb];
-        let d = load.deadline[mb];
-        let candidates: Vec<u32> = match &fixed {
-            Some(f) => vec![f[mb]],
-            None => (0..ranks).collect(),
-        };
-        // (exposed, -room left, rank, gap index or None for the front)
-        let mut best: Option<(f64, f64, u32, Option<usize>)> = None;
-        for r in candidates {
-            let rg = &gaps[r as usize];
-            let room: f64 = rg.iter().map(|g| g.room).sum();
-            let choice = match rg.iter().position(|g| g.before > 0 && g.room + EPS >= e && g.end <= d + EPS) {
-                Some(k) => (0.0, Some(k)),
-                None => {
-                    // At the front: the first gap absorbs what it can, the rest is spill.
-                    let head = rg.first().filter(|g| g.before == 0).map_or(0.0, |g| g.room);
-                    let done = front[r as usize] + e;
-                    let spill = (done - head.max(front[r as usize].min(head))).max(0.0).min(done);
-                    let late = (done - d).max(0.0);
-                    (spill.max(late), None)
-                }
-            };
-            let key = (choice.0, -room, r, choice.1);
-            let better = match &best {
-                None => true,
-                Some(b) => key.0 < b.0 - EPS || ((key.0 - b.0).abs() <= EPS && key.1 < b.1 - EPS),
-            };
-            if better {
-                best = Some(key);
-            }
+    let greedy = least_delay(windows, jobs, fixed.as_deref(), &mut usize::MAX.clone());
+    // Moving a job can only shorten the step where encoder work runs past the body's end.
+    let body_end = windows.iter().filter_map(|w| w.last()?.from).fold(0.0, f64::max) + greedy.delay;
+    match fixed {
+        None if greedy.end > body_end + EPS => improve(windows, jobs, greedy),
+        _ => greedy,
+    }
+}
+
+/// The smallest delay that meets every deadline, bisected: a longer delay only widens the
+/// first windows and moves the deadlines later. Each placement tried costs one of `budget`.
+fn least_delay(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, budget: &mut usize) -> Schedule {
+    let mut attempt = |delay: f64| {
+        *budget = budget.saturating_sub(1);
+        place_all(windows, jobs, fixed, delay)
+    };
+    if let Some(s) = attempt(0.0) {
+        return s;
+    }
+    // Everything fits in front of the body once the delay covers all the work.
+    let (mut lo, mut hi) = (0.0, jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>());
+    let mut best = attempt(hi).expect("with the whole encoder work as delay every job fits in front");
+    for _ in 0..40 {
+        if hi - lo <= 1e-6 * hi.max(EPS) {
+            break;
         }
-        let (_, _, r, gap) = best.expect("at least one candidate rank");
-        owners[mb] = r;
-        match gap {
-            Some(k) => {
-                gaps[r as usize][k].room -= e;
-                positions[mb] = gaps[r as usize][k].before;
+        let mid = (lo + hi) / 2.0;
+        match attempt(mid) {
+            Some(s) => {
+                best = s;
+                hi = mid;
             }
-            None => {
-                if let Some(g) = gaps[r as usize].first_mut().filter(|g| g.before == 0) {
-                    g.room = (g.room - e).max(0.0);
+            None => lo = mid,
+        }
+    }
+    best
+}
+
+/// Local improvement: move one job at a time to another owner, the others keeping theirs,
+/// while that ends the step earlier. Later jobs first: their backwards end the step. Bounded
+/// in placements tried, so that large plans stay fast.
+fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedule {
+    let ranks = windows.len() as u32;
+    let chunks: usize = jobs.iter().map(|j| j.forward.len() + j.backward.len()).sum();
+    let mut budget = 1_000_000 / chunks.max(1);
+    let mut improved = true;
+    while improved && budget > 0 {
+        improved = false;
+        for mb in (0..jobs.len()).rev() {
+            for r in 0..ranks {
+                if r == best.owners[mb] {
+                    continue;
                 }
-                front[r as usize] += e;
-                positions[mb] = 0;
+                if budget == 0 {
+                    return best;
+                }
+                let mut owners = best.owners.clone();
+                owners[mb] = r;
+                let candidate = least_delay(windows, jobs, Some(&owners), &mut budget);
+                if candidate.end < best.end * (1.0 - 1e-9) {
+                    best = candidate;
+                    improved = true;
+                }
             }
         }
     }
-    Assignment { owners, positions }
+    best
+}
+
+/// Every job placed with the body delayed by `delay`; `None` when a deadline is missed.
+fn place_all(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, delay: f64) -> Option<Schedule> {
+    let mut lanes: Vec<Lane> = windows.iter().map(|w| Lane::new(w, delay)).collect();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    let key = |j: &Job| j.deadline.unwrap_or(j.release);
+    order.sort_by(|&a, &b| key(&jobs[a]).total_cmp(&key(&jobs[b])).then(a.cmp(&b)));
+    let mut schedule = Schedule {
+        delay,
+        end: 0.0,
+        owners: vec![0; jobs.len()],
+        forward: vec![Vec::new(); jobs.len()],
+        backward: vec![Vec::new(); jobs.len()],
+    };
+    for mb in order {
+        let job = &jobs[mb];
+        let step_end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
+        let candidates: Vec<u32> = match fixed {
+            Some(f) => vec![f[mb]],
+            None => (0..lanes.len() as u32).collect(),
+        };
+        // (the owner's end, the job's finish, rank, forward and backward (window, start))
+        type Fitted = Vec<(usize, f64)>;
+        let mut best: Option<((f64, f64), u32, Fitted, Fitted)> = None;
+        for r in candidates {
+            let lane = &lanes[r as usize];
+            let (forward, done) = lane.fit(&job.forward, 0.0, &[]);
+            if job.deadline.is_some_and(|d| done > d + delay + EPS) {
+                continue;
+            }
+            let (backward, finish) = if job.backward.is_empty() {
+                (Vec::new(), done)
+            } else {
+                let ends: Vec<(usize, f64)> = forward.iter().zip(&job.forward).map(|((w, s), c)| (*w, s + c)).collect();
+                lane.fit(&job.backward, job.release + delay, &ends)
+            };
+            // The step ends with the last rank: first keep that end low, then the job's.
+            let score = (step_end.max(finish), finish);
+            let better = |b: &(f64, f64)| score.0 < b.0 - EPS || (score.0 <= b.0 + EPS && score.1 < b.1 - EPS);
+            if best.as_ref().is_none_or(|b| better(&b.0)) {
+                best = Some((score, r, forward, backward));
+            }
+        }
+        let (_, r, forward, backward) = best?;
+        lanes[r as usize].take(&job.forward, &forward);
+        lanes[r as usize].take(&job.backward, &backward);
+        schedule.owners[mb] = r;
+        schedule.forward[mb] = forward.into_iter().map(|(w, start)| lanes[r as usize].slot(w, start)).collect();
+        schedule.backward[mb] = backward.into_iter().map(|(w, start)| lanes[r as usize].slot(w, start)).collect();
+    }
+    schedule.end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
+    Some(schedule)
+}
+
+/// One rank's windows with the delay applied, and how far each is filled.
+struct Lane<'a> {
+    windows: &'a [Window],
+    to: Vec<f64>,
+    used: Vec<f64>,
+    /// When the rank is done: its last body event, or the encoder work after it.
+    end: f64,
+}
+
+impl<'a> Lane<'a> {
+    fn new(windows: &'a [Window], delay: f64) -> Lane<'a> {
+        let from: Vec<f64> = windows.iter().map(|w| w.from.map_or(0.0, |f| f + delay)).collect();
+        let to = windows.iter().map(|w| w.to + delay).collect();
+        let end = from.last().copied().unwrap_or(0.0);
+        Lane { windows, used: from, to, end }
+    }
+
+    /// Where `chunks` would run one after another from `earliest` on: (window, start) of each,
+    /// and when the last ends. `pending` are (window, end) of chunks fitted but not yet taken.
+    fn fit(&self, chunks: &[f64], earliest: f64, pending: &[(usize, f64)]) -> (Vec<(usize, f64)>, f64) {
+        let mut at = Vec::with_capacity(chunks.len());
+        let mut ends: Vec<(usize, f64)> = pending.to_vec();
+        let mut t = earliest;
+        let mut w = self.to.partition_point(|&to| to <= t + EPS);
+        for &c in chunks {
+            loop {
+                let used = ends.iter().filter(|(pw, _)| *pw == w).fold(self.used[w], |u, (_, e)| u.max(*e));
+                let start = used.max(t);
+                if start + c <= self.to[w] + EPS || w + 1 == self.to.len() {
+                    at.push((w, start));
+                    ends.push((w, start + c));
+                    t = start + c;
+                    break;
+                }
+                w += 1;
+            }
+        }
+        (at, t)
+    }
+
+    fn take(&mut self, chunks: &[f64], at: &[(usize, f64)]) {
+        for (&c, &(w, start)) in chunks.iter().zip(at) {
+            self.used[w] = self.used[w].max(start + c);
+            self.end = self.end.max(start + c);
+        }
+    }
+
+    fn slot(&self, w: usize, start: f64) -> Slot {
+        Slot { before: self.windows[w].before, start }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn gap(before: usize, room: f64, end: f64) -> Gap {
-        Gap { before, room, end }
+    fn window(before: usize, from: Option<f64>, to: f64) -> Window {
+        Window { before, from, to }
+    }
+
+    fn frozen(chunks: &[f64], deadline: f64) -> Job {
+        Job { forward: chunks.to_vec(), backward: Vec::new(), deadline: Some(deadline), release: 0.0 }
     }
 
     #[test]
-    fn fills_gaps_before_spilling() {
-        // Rank 1 waits one unit at the front; rank 0 idles two units before its first
-        // backward, at position 3, ending at time 5.
-        let gaps = vec![vec![gap(3, 2.0, 5.0)], vec![gap(0, 1.0, 1.0)]];
-        let work = [1.0, 1.0, 1.0];
-        let deadline = [0.5, 5.0, 6.0];
-        let a = assign(&OwnerSpec::ByMicrobatch, 2, &Load { gaps: &gaps, work: &work, deadline: &deadline });
-        assert_eq!(a.owners[0], 1, "the first encode goes to the rank with front slack");
-        assert_eq!((a.owners[1], a.positions[1]), (0, 3), "a later deadline fits the backward wait of rank 0");
-        assert_eq!((a.owners[2], a.positions[2]), (0, 3));
+    fn chunks_fill_gaps_a_whole_encode_cannot() {
+        // One rank, idle 1 unit before its first event and 1 unit between events 1 and 2.
+        let windows = vec![vec![window(0, None, 1.0), window(2, Some(2.0), 3.0), window(3, Some(4.0), f64::INFINITY)]];
+        let whole = schedule(&OwnerSpec::ByMicrobatch, &windows, &[frozen(&[2.0], 3.0)]);
+        assert!((whole.delay - 1.0).abs() < 1e-6, "a whole encode of 2 needs the front widened: {}", whole.delay);
+        let split = schedule(&OwnerSpec::ByMicrobatch, &windows, &[frozen(&[1.0, 1.0], 3.0)]);
+        assert_eq!(split.delay, 0.0);
+        assert_eq!(split.forward[0], [Slot { before: 0, start: 0.0 }, Slot { before: 2, start: 2.0 }]);
     }
 
     #[test]
-    fn round_robin_and_explicit_fix_the_owner() {
-        let gaps = vec![vec![], vec![]];
-        let (w, d) = ([1.0; 5], [0.0; 5]);
-        let load = Load { gaps: &gaps, work: &w, deadline: &d };
-        assert_eq!(assign(&OwnerSpec::RoundRobin, 2, &load).owners, [0, 1, 0, 1, 0]);
-        assert_eq!(assign(&OwnerSpec::Explicit(vec![1, 1, 0, 0, 1]), 2, &load).owners, [1, 1, 0, 0, 1]);
+    fn each_job_goes_where_it_finishes_first() {
+        // Rank 0 idles 1 unit before its event at [1, 2); rank 1 idles 3 before [3, 4).
+        let windows = vec![
+            vec![window(0, None, 1.0), window(1, Some(2.0), f64::INFINITY)],
+            vec![window(0, None, 3.0), window(1, Some(4.0), f64::INFINITY)],
+        ];
+        let jobs = [frozen(&[1.0], 1.0), frozen(&[1.0], 2.0), frozen(&[1.0], 2.5)];
+        let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &jobs);
+        assert_eq!(s.delay, 0.0);
+        assert_eq!(s.owners, [0, 1, 1]);
+        let fixed = schedule(&OwnerSpec::RoundRobin, &windows, &jobs);
+        assert_eq!(fixed.owners, [0, 1, 0]);
+        assert!(fixed.delay > 0.99, "rank 0 must widen its front for its second encode: {}", fixed.delay);
     }
 
     #[test]
-    fn equal_work_spreads_evenly_when_it_spills() {
-        let gaps: Vec<Vec<Gap>> =
-            (0..4).map(|r| if r == 0 { vec![] } else { vec![gap(0, r as f64, r as f64)] }).collect();
-        let work = [4.0; 8];
-        let deadline: Vec<f64> = (0..8).map(|m| m as f64).collect();
-        let a = assign(&OwnerSpec::ByMicrobatch, 4, &Load { gaps: &gaps, work: &work, deadline: &deadline });
-        let mut per_rank = [0; 4];
-        for r in &a.owners {
-            per_rank[*r as usize] += 1;
-        }
-        assert_eq!(per_rank, [2, 2, 2, 2], "{:?}", a.owners);
+    fn backward_runs_after_its_release_on_the_owner() {
+        let windows = vec![vec![window(0, None, 1.0), window(1, Some(5.0), f64::INFINITY)]];
+        let job = Job { forward: vec![1.0], backward: vec![2.0], deadline: Some(1.0), release: 6.0 };
+        let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job]);
+        assert_eq!(s.backward[0], [Slot { before: 1, start: 6.0 }]);
     }
 }

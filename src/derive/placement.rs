@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::skeletons::{self, Shape};
-use crate::algebra::{Fill, Layout, Skeleton, skeleton::body_skeleton};
+use crate::algebra::{Chunks, Fill, Layout, Skeleton, skeleton::body_skeleton};
 use crate::check::spec::Plan;
 use crate::cost::Costs;
 use crate::ir::Mapping;
@@ -45,9 +45,23 @@ pub struct Body {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Encoder {
     pub region: usize,
+    /// The first of its stages: `chunks` consecutive stages, each a run of the region's layers.
     pub stage: u32,
+    pub chunks: u32,
     pub fill: Fill,
     pub trainable: bool,
+    /// Encodes the next step's microbatches (frozen encoders only).
+    pub lookahead: bool,
+}
+
+impl Encoder {
+    pub fn stages(&self) -> std::ops::Range<u32> {
+        self.stage..self.stage + self.chunks
+    }
+
+    pub fn last_stage(&self) -> u32 {
+        self.stage + self.chunks - 1
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -70,7 +84,21 @@ impl Placement {
     }
 }
 
+/// The placement with whole encodes; `chunks = auto` is resolved by derive, which places
+/// each candidate count with [`place_chunked`].
 pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
+    place_chunked(plan, costs, 1)
+}
+
+/// The chunk count a plan's encoder asks for, `auto_chunks` where it leaves the choice to derive.
+pub fn chunk_count(plan: &Plan, auto_chunks: u32) -> u32 {
+    match plan.schedule.first().map(|s| s.skeleton) {
+        Some(Skeleton::Transpose { chunks: Chunks::Fixed(n), .. }) => n,
+        _ => auto_chunks,
+    }
+}
+
+pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32) -> Placement {
     let p = plan.cluster.pp as u32;
     let m = plan.batch.microbatches as u32;
     let mut regions = Vec::new();
@@ -108,15 +136,24 @@ pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
     for (i, (region, info)) in plan.cut.regions.iter().zip(&regions).enumerate() {
         let id = stages.len() as u32;
         if info.layout == Layout::Replicated {
-            let Skeleton::Transpose { fill } = info.skeleton else { unreachable!("replicated means transpose") };
-            let replica = Encoder { region: i, stage: id, fill, trainable: info.trainable };
+            let Skeleton::Transpose { fill, lookahead, .. } = info.skeleton else {
+                unreachable!("replicated means transpose")
+            };
+            // A sink keeps one stage: it runs right after the body's last stage, no gap to fill.
+            let chunks = if first.is_none() { chunk_count(plan, auto_chunks) } else { 1 };
+            let replica = Encoder { region: i, stage: id, chunks, fill, trainable: info.trainable, lookahead };
             if first.is_none() {
                 encoder = Some(replica)
             } else {
                 sink = Some(replica)
             }
-            let backward = region.layers.end > first_trainable;
-            stages.push(Stage { id, region: i, rank: None, layers: region.layers.clone(), backward });
+            let mut start = region.layers.start;
+            for size in balanced_split(region.layers.clone(), chunks as usize, costs) {
+                let id = stages.len() as u32;
+                let backward = start + size > first_trainable;
+                stages.push(Stage { id, region: i, rank: None, layers: start..start + size, backward });
+                start += size;
+            }
             continue;
         }
         let first_id = *first.get_or_insert(id);

@@ -1,13 +1,17 @@
 //! `transpose`: the replicated encoder's work placed inside the body pipeline (ALGEBRA.md §6).
 //!
-//! `fill = slack` (Mpipe): each rank encodes its own microbatches in deadline order inside the
-//! idle time before its first body event (its warmup slack; the first-stage rank's is the wait
-//! for the first features), and the first-stage rank receives each microbatch's features just
-//! before that microbatch's first forward, so it starts as soon as the first features arrive.
-//! Work past a rank's slack stays at the front too: the body has no idle time before the
-//! deadlines to hide it in, and deferring an encode into the steady state stalls the whole
-//! pipeline behind that rank. A trainable encoder's backward runs on the owner after the
-//! feature gradient comes back, at the end of its chain (its cooldown slack).
+//! `fill = slack` (Mpipe): one microbatch's encode is `chunks` runs of consecutive encoder
+//! layers, each an instruction on the microbatch's owner; the boundary activation between two
+//! chunks stays there. Owners and places come from the body alone, timed: chunks go into each
+//! rank's idle windows before the time the first body stage needs the features (owner.rs), so
+//! encoder work delays no body event, and the first forward waits only as long as the first
+//! features take. The first-stage rank receives each microbatch's features just before that
+//! microbatch's first forward. A trainable encoder's backward chunks run on the owner once the
+//! feature gradient is back, in its idle windows from then on (its cooldown). With lookahead a
+//! frozen encoder encodes the next step's microbatches anywhere in this step's idle time
+//! (`step: 1` in plan.json), the features of this step's microbatches, encoded the step
+//! before, leave their owners at the start of the step, and a prologue encodes the first
+//! step's batch.
 //!
 //! `fill = prefix` (HyperParallel's public `ScheduleMPipeTranspose`): every rank encodes its
 //! microbatches as one block before its pipeline, the first-stage rank receives all features
@@ -16,7 +20,7 @@
 use petgraph::graph::NodeIndex;
 
 use super::order::OrderGraph;
-use super::owner::{self, Gap, Load};
+use super::owner::{self, Job, Window};
 use super::placement::{Encoder, Placement};
 use crate::algebra::{Fill, OwnerSpec};
 use crate::check::spec::Plan;
@@ -28,6 +32,23 @@ pub struct Transposed {
     /// Each rank's warmup slack w_r and encoder work E_r, as derive estimated them.
     pub slack: Vec<f64>,
     pub work: Vec<f64>,
+    /// With lookahead: what each rank encodes once, before the first step, for that step.
+    pub prologue: Vec<Vec<Instr>>,
+    /// Two bounds on the step, in compute time with transfers free.
+    pub bounds: Bounds,
+}
+
+/// What the placement is measured against, each bound labelled for what it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    /// The body alone plus the encode of the microbatch the first stage needs first (nothing
+    /// with lookahead): no schedule of whole-layer chunks within the step beats it, and one
+    /// whose other encodes all fit the idle time reaches it.
+    pub floor: f64,
+    /// The body alone plus the encoder work that the idle time before the deadlines cannot
+    /// hold, spread evenly over the ranks: a fluid relaxation (work divides at will), which no
+    /// schedule of instructions need reach.
+    pub relaxation: f64,
 }
 
 pub fn add(
@@ -36,85 +57,237 @@ pub fn add(
     placement: &Placement,
     enc: &Encoder,
     costs: &dyn Costs,
-    fixed: Option<&[u32]>,
+    owner: Option<&OwnerSpec>,
 ) -> Transposed {
     let ranks = placement.body.shape.ranks;
     let m = placement.body.shape.microbatches;
     let first = placement.body.first;
-    let head = placement.rank_of_body(0);
-    let enc_layers = placement.stages[enc.stage as usize].layers.clone();
-
-    // The body alone, timed: each rank's idle gaps before its first backward (its warmup
-    // slack: the wait for the first activation and the wait for the first gradient), and when
-    // the first stage needs each microbatch.
     let (start, end) = body_times(g, placement, costs);
-    let gaps: Vec<Vec<Gap>> = match enc.fill {
-        Fill::Slack => g.chains.iter().map(|c| warmup_gaps(c, &g.graph, &start, &end)).collect(),
-        // HyperParallel's prefix block: every encode before the rank's pipeline.
-        Fill::Prefix => vec![Vec::new(); ranks as usize],
-    };
     let slack: Vec<f64> =
         g.chains.iter().map(|c| warmup_gaps(c, &g.graph, &start, &end).iter().map(|gap| gap.room).sum()).collect();
-    let deadline: Vec<f64> =
-        (0..m).map(|mb| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()])).collect();
-    let work: Vec<f64> = (0..m).map(|mb| costs.forward(enc_layers.clone(), mb)).collect();
-    let spec = match fixed {
-        Some(owners) => OwnerSpec::Explicit(owners.iter().map(|r| u64::from(*r)).collect()),
-        None => plan.owner.clone().unwrap_or(OwnerSpec::ByMicrobatch),
+    let spec = owner.or(plan.owner.as_ref()).cloned().unwrap_or(OwnerSpec::ByMicrobatch);
+    let bounds = bounds(g, placement, enc, costs, (&start, &end));
+    let owners = match enc.fill {
+        Fill::Slack => fill_idle_time(g, placement, enc, costs, &spec, (&start, &end)),
+        Fill::Prefix => prefix(g, placement, enc, &spec),
     };
-    let assignment = owner::assign(&spec, ranks, &Load { gaps: &gaps, work: &work, deadline: &deadline });
-    let owners = assignment.owners;
+    let chunk_work = |mb: u32| -> f64 { enc.stages().map(|s| forward_of(placement, costs, s, mb)).sum() };
+    let mut work = vec![0.0; ranks as usize];
+    for (mb, r) in owners.iter().enumerate() {
+        work[*r as usize] += chunk_work(mb as u32);
+    }
+    let mut prologue = vec![Vec::new(); ranks as usize];
+    if enc.lookahead {
+        let deadline = |mb: u32| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()]);
+        let mut order: Vec<u32> = (0..m).collect();
+        order.sort_by(|a, b| deadline(*a).total_cmp(&deadline(*b)).then(a.cmp(b)));
+        for mb in order {
+            prologue[owners[mb as usize] as usize].extend(enc.stages().map(|s| Instr::compute(Op::Forward, s, mb)));
+        }
+    }
+    Transposed { owners, slack, work, prologue, bounds }
+}
 
+fn bounds(
+    g: &OrderGraph,
+    placement: &Placement,
+    enc: &Encoder,
+    costs: &dyn Costs,
+    (start, end): (&[f64], &[f64]),
+) -> Bounds {
+    let first = placement.body.first;
+    let m = placement.body.shape.microbatches;
+    let body = end.iter().cloned().fold(0.0, f64::max);
+    let deadline = |mb: u32| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()]);
+    let head_mb = (0..m).min_by(|a, b| deadline(*a).total_cmp(&deadline(*b)).then(a.cmp(b))).unwrap_or(0);
+    let first_encode: f64 = enc.stages().map(|s| forward_of(placement, costs, s, head_mb)).sum();
+    // Idle time that can hold encoder work: before the last deadline, or anywhere with lookahead.
+    let horizon = if enc.lookahead { body } else { (0..m).map(deadline).fold(0.0, f64::max) };
+    let idle: f64 = g
+        .chains
+        .iter()
+        .map(|c| {
+            idle_windows(c, start, end)
+                .iter()
+                .map(|w| (w.to.min(horizon) - w.from.unwrap_or(0.0)).max(0.0))
+                .sum::<f64>()
+        })
+        .sum();
+    let ranks = g.chains.len().max(1) as f64;
+    let total: f64 = (0..m)
+        .flat_map(|mb| enc.stages().map(move |s| (s, mb)))
+        .map(|(s, mb)| forward_of(placement, costs, s, mb))
+        .sum();
+    Bounds {
+        floor: body + if enc.lookahead { 0.0 } else { first_encode },
+        relaxation: body + ((total - idle) / ranks).max(0.0),
+    }
+}
+
+fn forward_of(placement: &Placement, costs: &dyn Costs, stage: u32, mb: u32) -> f64 {
+    costs.forward(placement.stages[stage as usize].layers.clone(), mb)
+}
+
+/// Mpipe's placement: each microbatch's chunks on one owner, inside the body's idle windows
+/// (owner::schedule), the forwards chained to each other and to the first body stage, a
+/// trainable encoder's backwards from the feature gradient down to the first chunk. With
+/// lookahead the forwards serve the next step, and this step's features, encoded the step
+/// before, leave their owner at the start of the step.
+fn fill_idle_time(
+    g: &mut OrderGraph,
+    placement: &Placement,
+    enc: &Encoder,
+    costs: &dyn Costs,
+    spec: &OwnerSpec,
+    (start, end): (&[f64], &[f64]),
+) -> Vec<u32> {
+    let m = placement.body.shape.microbatches;
+    let first = placement.body.first;
+    let windows: Vec<Vec<Window>> = g.chains.iter().map(|c| idle_windows(c, start, end)).collect();
+    let jobs: Vec<Job> = (0..m)
+        .map(|mb| {
+            let consumer = g.index_of(Op::Forward, first, mb);
+            let gradient = g.find(Op::BackwardInput, first, mb).or_else(|| g.find(Op::Backward, first, mb));
+            Job {
+                forward: enc.stages().map(|s| forward_of(placement, costs, s, mb)).collect(),
+                backward: if enc.trainable {
+                    let layers = |s: u32| placement.stages[s as usize].layers.clone();
+                    enc.stages().rev().map(|s| cost::compute_time(costs, Op::Backward, layers(s), mb)).collect()
+                } else {
+                    Vec::new()
+                },
+                deadline: (!enc.lookahead).then(|| start[consumer.index()]),
+                release: gradient.map_or(0.0, |n| end[n.index()]),
+            }
+        })
+        .collect();
+    let schedule = owner::schedule(spec, &windows, &jobs);
+    let head = placement.rank_of_body(0);
+    // Chunk nodes to insert per rank: (chain position, start, node).
+    let mut inserts: Vec<Vec<(usize, f64, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
+    for mb in 0..m {
+        let owner = schedule.owners[mb as usize];
+        let consumer = g.index_of(Op::Forward, first, mb);
+        let mut previous = None;
+        for (s, slot) in enc.stages().zip(&schedule.forward[mb as usize]) {
+            let mut instr = Instr::compute(Op::Forward, s, mb);
+            instr.step = enc.lookahead.then_some(1);
+            let node = g.node(instr, Some(owner));
+            if let Some(p) = previous {
+                g.data(p, node, Dir::Act);
+            }
+            previous = Some(node);
+            inserts[owner as usize].push((slot.before, slot.start, node));
+        }
+        let last = previous.expect("an encoder has at least one chunk");
+        if !enc.lookahead {
+            g.data(last, consumer, Dir::Act);
+        } else if owner != head {
+            let held = g.node(Instr::comm(Op::Send, Dir::Act, enc.last_stage(), mb, head), Some(owner));
+            g.data(held, consumer, Dir::Act);
+            inserts[owner as usize].push((0, f64::NEG_INFINITY, held));
+        }
+        if enc.trainable {
+            let gradient = g
+                .find(Op::BackwardInput, first, mb)
+                .or_else(|| g.find(Op::Backward, first, mb))
+                .expect("a trainable encoder means the first body stage runs backward");
+            let mut previous = gradient;
+            for (s, slot) in enc.stages().rev().zip(&schedule.backward[mb as usize]) {
+                let node = g.node(Instr::compute(Op::Backward, s, mb), Some(owner));
+                g.data(previous, node, Dir::Grad);
+                g.data(g.index_of(Op::Forward, s, mb), node, Dir::Act);
+                previous = node;
+                inserts[owner as usize].push((slot.before, slot.start, node));
+            }
+        }
+    }
+    for (r, mut list) in inserts.into_iter().enumerate() {
+        list.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        for (offset, (at, _, node)) in list.into_iter().enumerate() {
+            g.chains[r].insert(at + offset, node);
+        }
+    }
+    schedule.owners
+}
+
+/// HyperParallel's prefix block: each rank encodes its microbatches whole, before its pipeline,
+/// in microbatch order; the first-stage rank receives all features before its first forward
+/// and sends all feature gradients after its last backward.
+fn prefix(g: &mut OrderGraph, placement: &Placement, enc: &Encoder, spec: &OwnerSpec) -> Vec<u32> {
+    let ranks = placement.body.shape.ranks;
+    let m = placement.body.shape.microbatches;
+    let first = placement.body.first;
+    let head = placement.rank_of_body(0);
+    let owners: Vec<u32> = match spec {
+        OwnerSpec::Explicit(list) => list.iter().map(|r| *r as u32).collect(),
+        _ => (0..m).map(|mb| mb % ranks).collect(),
+    };
     let first_body_node = g.chains[head as usize].first().copied();
     let last_body_node = g.chains[head as usize].last().copied();
-    let mut forwards: Vec<NodeIndex> = Vec::with_capacity(m as usize);
+    let mut front: Vec<Vec<NodeIndex>> = vec![Vec::new(); ranks as usize];
     for mb in 0..m {
-        let ef = g.node(Instr::compute(Op::Forward, enc.stage, mb), Some(owners[mb as usize]));
-        forwards.push(ef);
-        let consumer = g.find(Op::Forward, first, mb).expect("the first body stage runs every microbatch");
-        g.data(ef, consumer, Dir::Act);
-        if enc.fill == Fill::Prefix
-            && let Some(anchor) = first_body_node
-        {
+        let owner = owners[mb as usize];
+        let mut previous = None;
+        for s in enc.stages() {
+            let node = g.node(Instr::compute(Op::Forward, s, mb), Some(owner));
+            if let Some(p) = previous {
+                g.data(p, node, Dir::Act);
+            }
+            previous = Some(node);
+            front[owner as usize].push(node);
+        }
+        let consumer = g.index_of(Op::Forward, first, mb);
+        g.data(previous.expect("an encoder has at least one chunk"), consumer, Dir::Act);
+        if let Some(anchor) = first_body_node {
             g.recv_before(consumer, anchor);
         }
     }
-    for r in 0..ranks {
-        let mut mine: Vec<u32> = (0..m).filter(|mb| owners[*mb as usize] == r).collect();
-        mine.sort_by(|a, b| deadline[*a as usize].total_cmp(&deadline[*b as usize]).then(a.cmp(b)));
-        let mut at: Vec<(usize, u32)> = mine.iter().map(|mb| (assignment.positions[*mb as usize], *mb)).collect();
-        // Stable: within one gap, deadline order.
-        at.sort_by_key(|(position, _)| *position);
-        let chain = &mut g.chains[r as usize];
-        for (offset, (position, mb)) in at.into_iter().enumerate() {
-            chain.insert(position + offset, forwards[mb as usize]);
-        }
+    for (r, nodes) in front.into_iter().enumerate() {
+        g.chains[r].splice(0..0, nodes);
     }
     if enc.trainable {
         for mb in 0..m {
             let owner = owners[mb as usize];
-            let eb = g.node(Instr::compute(Op::Backward, enc.stage, mb), Some(owner));
             let producer = g
                 .find(Op::BackwardInput, first, mb)
                 .or_else(|| g.find(Op::Backward, first, mb))
                 .expect("a trainable encoder means the first body stage runs backward");
-            g.data(producer, eb, Dir::Grad);
-            if enc.fill == Fill::Prefix
-                && let Some(anchor) = last_body_node
-            {
+            let mut previous = producer;
+            for s in enc.stages().rev() {
+                let node = g.node(Instr::compute(Op::Backward, s, mb), Some(owner));
+                g.data(previous, node, Dir::Grad);
+                g.data(g.index_of(Op::Forward, s, mb), node, Dir::Act);
+                previous = node;
+                g.chains[owner as usize].push(node);
+            }
+            if let Some(anchor) = last_body_node {
                 g.send_after(producer, anchor);
             }
-            g.chains[owner as usize].push(eb);
         }
     }
-    let mut per_rank = vec![0.0; ranks as usize];
-    for (mb, r) in owners.iter().enumerate() {
-        per_rank[*r as usize] += work[mb];
-    }
-    Transposed { owners, slack, work: per_rank }
+    owners
 }
 
-/// The idle gaps of a chain before its first backward: where encoder forwards run for free.
+/// A chain's idle windows in the body-only schedule: before its first event, between events,
+/// and after its last (open-ended).
+fn idle_windows(chain: &[NodeIndex], start: &[f64], end: &[f64]) -> Vec<Window> {
+    let mut windows = Vec::new();
+    let mut clock: Option<f64> = None;
+    for (i, n) in chain.iter().enumerate() {
+        let s = start[n.index()];
+        match clock {
+            None => windows.push(Window { before: i, from: None, to: s }),
+            Some(c) if s > c + 1e-12 => windows.push(Window { before: i, from: Some(c), to: s }),
+            Some(_) => {}
+        }
+        clock = Some(clock.map_or(end[n.index()], |c: f64| c.max(end[n.index()])));
+    }
+    windows.push(Window { before: chain.len(), from: Some(clock.unwrap_or(0.0)), to: f64::INFINITY });
+    windows
+}
+
+/// The idle gaps of a chain before its first backward: its warmup slack, for the report.
 fn warmup_gaps(
     chain: &[NodeIndex],
     graph: &petgraph::graph::DiGraph<super::order::Event, super::order::Dep>,
@@ -123,10 +296,10 @@ fn warmup_gaps(
 ) -> Vec<Gap> {
     let mut gaps = Vec::new();
     let mut clock = 0.0;
-    for (i, n) in chain.iter().enumerate() {
+    for n in chain {
         let s = start[n.index()];
         if s > clock + 1e-12 {
-            gaps.push(Gap { before: i, room: s - clock, end: s });
+            gaps.push(Gap { room: s - clock });
         }
         if graph[*n].instr.op != Op::Forward {
             break;
@@ -134,6 +307,11 @@ fn warmup_gaps(
         clock = end[n.index()];
     }
     gaps
+}
+
+/// An idle stretch before a rank's first backward.
+struct Gap {
+    room: f64,
 }
 
 /// Start and end times of the body's events, by node index, with transfers taken as free.

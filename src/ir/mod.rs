@@ -79,6 +79,10 @@ pub struct RankCoord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RankIr {
     pub rank: u32,
+    /// Run once, before the first step: a lookahead encoder's forwards of the first step's
+    /// microbatches, whose features the first step then sends as every later step does.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub prologue: Vec<Instr>,
     pub instructions: Vec<Instr>,
 }
 
@@ -160,11 +164,25 @@ pub struct Instr {
     /// Half of an overlapped forward/backward pair (DualPipeV): the forward comes first.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub overlap: bool,
+    /// The step the instruction's work serves, counted from the step that runs it: `1` for a
+    /// lookahead encoder's forward of the next step's microbatch. Absent: this step.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub step: Option<u32>,
 }
 
 impl Instr {
     pub fn compute(op: Op, stage: u32, mb: u32) -> Instr {
-        Instr { op, stage: Some(stage), mb: Some(mb), peer: None, dir: None, group: None, region: None, overlap: false }
+        Instr {
+            op,
+            stage: Some(stage),
+            mb: Some(mb),
+            peer: None,
+            dir: None,
+            group: None,
+            region: None,
+            overlap: false,
+            step: None,
+        }
     }
 
     pub fn comm(op: Op, dir: Dir, stage: u32, mb: u32, peer: u32) -> Instr {
@@ -177,6 +195,7 @@ impl Instr {
             group: None,
             region: None,
             overlap: false,
+            step: None,
         }
     }
 
@@ -190,6 +209,7 @@ impl Instr {
             group: Some(group),
             region: Some(region.to_string()),
             overlap: false,
+            step: None,
         }
     }
 
@@ -203,6 +223,7 @@ impl Instr {
             group: None,
             region: None,
             overlap: false,
+            step: None,
         }
     }
 }

@@ -13,6 +13,32 @@ fn at(rank: u32, index: usize, i: &Instr) -> String {
     format!("rank {rank}, instruction {index} ({})", super::text::instr(i))
 }
 
+/// The prologue encodes, before the first step, exactly what the steady step's lists carry
+/// over from the step before: the same forwards on the same rank, each once, inputs first.
+fn prologue(ir: &PlanIr, r: &super::RankIr, carried: &[bool], problems: &mut Vec<String>) {
+    let m = ir.pipeline.microbatches;
+    let mut ran = vec![false; carried.len()];
+    for (index, i) in r.prologue.iter().enumerate() {
+        let (Some(s), Some(mb)) = (i.stage, i.mb) else { continue };
+        let cell = (s * m + mb) as usize;
+        let input_here = s == 0 || ran.get(cell - m as usize).copied().unwrap_or(false);
+        if i.op != Op::Forward || !carried.get(cell).copied().unwrap_or(false) || ran[cell] || !input_here {
+            problems.push(format!(
+                "rank {}, prologue instruction {index} ({}): not one of the step's carried encodes, in order",
+                r.rank,
+                super::text::instr(i)
+            ));
+        }
+        if cell < ran.len() {
+            ran[cell] = true;
+        }
+    }
+    if let Some(cell) = (0..carried.len()).find(|c| carried[*c] && !ran[*c]) {
+        let (s, mb) = (cell as u32 / m, cell as u32 % m);
+        problems.push(format!("rank {}: the prologue does not encode stage {s} microbatch {mb}", r.rank));
+    }
+}
+
 pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     let p = ir.pipeline.ranks;
@@ -50,6 +76,18 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
     for r in &ir.ranks {
         done.iter_mut().for_each(|d| *d = 0);
         got.iter_mut().for_each(|g| *g = 0);
+        // What this rank encoded the step before (lookahead) is here from the start, for this
+        // step's work; the prologue encoded it before the first step.
+        let mut carried: Vec<bool> = vec![false; cells];
+        for i in r.instructions.iter().filter(|i| i.step == Some(1)) {
+            if let (Some(s), Some(mb)) = (i.stage, i.mb)
+                && s < stages
+                && mb < m
+            {
+                carried[slot(s, mb)] = true;
+            }
+        }
+        prologue(ir, r, &carried, &mut problems);
         for (index, i) in r.instructions.iter().enumerate() {
             let here = || at(r.rank, index, i);
             if !i.op.is_compute() {
@@ -61,7 +99,7 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                 let d = done[slot(s, mb)];
                 match (i.op, dir) {
                     (Op::Recv, dir) => got[slot(s, mb)] |= arrived(dir),
-                    (Op::Send, Dir::Act) if d & FORWARD == 0 => {
+                    (Op::Send, Dir::Act) if d & FORWARD == 0 && !carried[slot(s, mb)] => {
                         problems.push(format!("{}: sends an activation before computing it", here()))
                     }
                     (Op::Send, Dir::Grad) if d & (BACKWARD | INPUT) == 0 => {
@@ -83,9 +121,12 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                 problems.push(format!("{}: this rank does not hold stage {s} for microbatch {mb}", here()));
             }
             counts[slot(s, mb)][bit(i.op).trailing_zeros() as usize] += 1;
+            let this_step = i.step.is_none();
             let ready = |dir: Dir, from: u32| {
                 let local = if dir == Dir::Act { FORWARD } else { BACKWARD | INPUT };
-                done[slot(from, mb)] & local != 0 || got[slot(from, mb)] & arrived(dir) != 0
+                done[slot(from, mb)] & local != 0
+                    || got[slot(from, mb)] & arrived(dir) != 0
+                    || (this_step && dir == Dir::Act && carried[slot(from, mb)])
             };
             match i.op {
                 Op::Forward => {

@@ -76,9 +76,8 @@ fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
         });
     }
     let body = plan.schedule[1..].to_vec();
-    let with = |fill: Fill, owner: OwnerSpec| {
-        let mut schedule =
-            vec![RegionSchedule { skeleton: Skeleton::Transpose { fill }, split: None, span: plan.schedule[0].span }];
+    let with = |skeleton: Skeleton, owner: OwnerSpec| {
+        let mut schedule = vec![RegionSchedule { skeleton, split: None, span: plan.schedule[0].span }];
         schedule.extend(body.iter().cloned());
         Plan { schedule, owner: Some(owner), ..plan.clone() }
     };
@@ -86,12 +85,12 @@ fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
         name: "hyperparallel",
         description: "HyperParallel's public transpose: encoder block before each rank's pipeline, round-robin owners"
             .into(),
-        plan: with(Fill::Prefix, OwnerSpec::RoundRobin),
+        plan: with(Skeleton::whole_transpose(Fill::Prefix), OwnerSpec::RoundRobin),
     });
     out.push(Baseline {
         name: "transpose-round-robin",
-        description: "transpose in warmup slack with round-robin owners".into(),
-        plan: with(Fill::Slack, OwnerSpec::RoundRobin),
+        description: "this plan's transpose with round-robin owners".into(),
+        plan: with(plan.schedule[0].skeleton, OwnerSpec::RoundRobin),
     });
     out
 }

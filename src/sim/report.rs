@@ -52,12 +52,19 @@ pub struct Report {
     /// Idle share of all ranks' time.
     pub bubble_fraction: f64,
     pub model_flops: f64,
-    /// With a transpose region: the exposed encoder work of the owner map, max_r spill_r, and
-    /// what no owner map can beat, max(0, ΣE − Σw) / P.
+    /// With a transpose region: the exposed encoder work of the owner map, max_r spill_r.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner_spill_s: Option<f64>,
+    /// With a transpose region, in compute time with transfers free: the body alone plus the
+    /// first microbatch's encode (none with lookahead), a bound a schedule can reach when the
+    /// other encodes fit the idle time, and the fluid relaxation, which none need reach.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub owner_spill_bound_s: Option<f64>,
+    pub transpose_floor_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transpose_relaxation_s: Option<f64>,
+    /// With lookahead: the first step, whose prologue encodes its own batch first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_step_s: Option<f64>,
     pub ranks: Vec<RankReport>,
     /// Device memory exceeded: (rank, peak bytes).
     pub over_memory: Vec<(u32, f64)>,
@@ -127,14 +134,15 @@ pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
     let c = &plan.cluster;
     let mfu = if step > 0.0 { flops / (step * c.devices as f64 * c.hardware.peak_bf16) } else { 0.0 };
     let busy_total: f64 = ranks.iter().map(|r| r.busy_s).sum();
-    let (owner_spill_s, owner_spill_bound_s) = match &derived.transpose {
-        Some(t) => {
-            let spill = ranks.iter().map(|r| r.spill_s).fold(0.0, f64::max);
-            let bound = (t.work.iter().sum::<f64>() - t.slack.iter().sum::<f64>()).max(0.0) / p as f64;
-            (Some(spill), Some(bound))
-        }
-        None => (None, None),
-    };
+    let owner_spill_s = derived.transpose.as_ref().map(|_| ranks.iter().map(|r| r.spill_s).fold(0.0, f64::max));
+    let bounds = derived.transpose.as_ref().map(|t| t.bounds);
+    // The prologue has no transfers: the first step waits for the rank that encodes longest.
+    let prologue = ir
+        .ranks
+        .iter()
+        .map(|r| r.prologue.iter().map(|i| costs.instruction(r.rank, i)).sum::<f64>())
+        .fold(0.0, f64::max);
+    let first_step_s = ir.ranks.iter().any(|r| !r.prologue.is_empty()).then_some(prologue + step);
     let report = Report {
         step_time_s: step,
         lower_bound_s: work.max(critical),
@@ -144,7 +152,9 @@ pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
         bubble_fraction: if step > 0.0 { 1.0 - busy_total / (p as f64 * step) } else { 0.0 },
         model_flops: flops,
         owner_spill_s,
-        owner_spill_bound_s,
+        transpose_floor_s: bounds.map(|b| b.floor),
+        transpose_relaxation_s: bounds.map(|b| b.relaxation),
+        first_step_s,
         ranks,
         over_memory,
         compare: Vec::new(),
@@ -169,9 +179,40 @@ fn live_memory(
     let mut live = 0.0f64;
     let mut live_mbs: std::collections::BTreeMap<u32, u32> = Default::default();
     let (mut peak, mut peak_mbs) = (static_bytes, 0u32);
-    let mut series = vec![(0.0, static_bytes)];
+    // Outputs of a replicated region without backward (a frozen encoder's chunks and
+    // features) keep no activations, but each lives until this rank hands it on: to its next
+    // chunk, to the features' send, to the first body forward. With lookahead the next step's
+    // features live to the end of the step, and this step's, encoded before, from its start.
+    let kept_output = |s: u32| ir.stages[s as usize].ranks.is_some() && !ir.stages[s as usize].backward;
+    let output = |s: u32, mb: u32| model.boundary_bytes(costs.stage_layers(s), mb);
+    let mut held: std::collections::BTreeMap<(u32, u32, bool), f64> = Default::default();
+    for i in ir.ranks[r].instructions.iter().filter(|i| i.step == Some(1)) {
+        if let (Some(s), Some(mb)) = (i.stage, i.mb)
+            && kept_output(s)
+            && ir.stages.get(s as usize + 1).is_none_or(|next| next.region != ir.stages[s as usize].region)
+        {
+            held.insert((s, mb, false), output(s, mb));
+            live += output(s, mb);
+        }
+    }
+    let mut series = vec![(0.0, static_bytes + live)];
     for (k, i) in ir.ranks[r].instructions.iter().enumerate() {
         let (Some(s), Some(mb)) = (i.stage, i.mb) else { continue };
+        let ahead = i.step == Some(1);
+        let handed_on = match i.op {
+            Op::Forward if s > 0 => held.remove(&(s - 1, mb, ahead)),
+            Op::Send if i.dir == Some(crate::ir::Dir::Act) => held.remove(&(s, mb, false)),
+            _ => None,
+        };
+        let made = (i.op == Op::Forward && kept_output(s)).then(|| output(s, mb));
+        if let Some(bytes) = made {
+            held.insert((s, mb, ahead), bytes);
+        }
+        if handed_on.is_some() || made.is_some() {
+            live += made.unwrap_or(0.0) - handed_on.unwrap_or(0.0);
+            series.push((timeline.end[r][k], static_bytes + live));
+            peak = peak.max(static_bytes + live);
+        }
         if !i.op.is_compute() || !ir.stages[s as usize].backward {
             continue;
         }

@@ -169,6 +169,8 @@ class Rank:
         # Replica d's microbatch j is the data's microbatch d * M + j.
         self.first_mb = replica * self.m
         self.mailbox = {}
+        # Lookahead: features encoded during a step (or the prologue) for the step after it.
+        self.carried = {}
         # Per step: the seconds each instruction took, in list order (--profile).
         self.timings = []
 
@@ -179,19 +181,39 @@ class Rank:
                     if p.requires_grad:
                         yield p
 
+    def batches(self, step):
+        """Microbatch -> its batch of `step`, loaded on first use."""
+        cache = {}
+        on_device = lambda b: {k: v.to(self.device) for k, v in b.items()}
+        return lambda mb: cache.setdefault(mb, on_device(self.adapter.batch(self.first_mb + mb, step, self.config)))
+
+    def encode_ahead(self, i, ahead, batch):
+        """A lookahead encoder forward: no backward follows, its output waits for the next step."""
+        s, mb = i["stage"], i["mb"]
+        with torch.no_grad():
+            ahead[(s, mb)] = self.modules[s](ahead.pop((s - 1, mb), None), batch(mb))
+
+    def prologue(self, instructions):
+        """Before the first step: the first step's features, as every later step gets them."""
+        batch, ahead = self.batches(0), {}
+        for i in instructions:
+            self.encode_ahead(i, ahead, batch)
+        self.carried = ahead
+
     def step(self, step, instructions, fail_at=None):
-        acts, grads, kept, batches, pending, losses, sends = {}, {}, {}, {}, [], [], []
+        acts, grads, kept, pending, losses, sends = dict(self.carried), {}, {}, [], [], []
+        ahead, batch, next_batch = {}, self.batches(step), self.batches(step + 1)
         durations = []
         self.timings.append(durations)
-        on_device = lambda b: {k: v.to(self.device) for k, v in b.items()}
-        batch = lambda mb: batches.setdefault(mb, on_device(self.adapter.batch(self.first_mb + mb, step, self.config)))
         for k, i in enumerate(instructions):
             op = i["op"]
             started = time.perf_counter()
             try:
                 if fail_at == k:
                     raise RuntimeError("failure injected by MPIPE_FAIL_AT")
-                if op == "forward":
+                if op == "forward" and i.get("step") == 1:
+                    self.encode_ahead(i, ahead, next_batch)
+                elif op == "forward":
                     s, mb = i["stage"], i["mb"]
                     x = acts.pop((s - 1, mb), None)
                     if x is not None:
@@ -264,6 +286,7 @@ class Rank:
         for works, _ in pending:
             for work in works:
                 work.wait()
+        self.carried = ahead
         return losses
 
     def receive(self, peer, key):
@@ -347,6 +370,7 @@ def run(plan, adapter, config, steps, out_dir=None, fail_at=None, device=torch.d
 
     r.before_step = before_step
     instructions = plan["ranks"][coord["pp"]]["instructions"]
+    r.prologue(plan["ranks"][coord["pp"]].get("prologue", []))
     record["step_seconds"] = []
     for step in range(steps):
         # Every rank starts the step together, so the slowest rank's time is the step's.
