@@ -87,7 +87,7 @@ fn human(plan: &mpipe::check::spec::Plan, ir: &mpipe::ir::PlanIr, r: &Report, ti
     if let (Some(floor), Some(relaxation)) = (r.transpose_floor_s, r.transpose_relaxation_s) {
         let _ = writeln!(
             out,
-            "encoder bounds {:>10}   body alone + first encode (reachable); fluid relaxation {}",
+            "encoder bounds {:>10}   body alone + first encode + last encoder backward (reachable); fluid relaxation {}",
             seconds(floor),
             seconds(relaxation)
         );

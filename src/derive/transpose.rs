@@ -41,9 +41,10 @@ pub struct Transposed {
 /// What the placement is measured against, each bound labelled for what it is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounds {
-    /// The body alone plus the encode of the microbatch the first stage needs first (nothing
-    /// with lookahead): no schedule of whole-layer chunks within the step beats it, and one
-    /// whose other encodes all fit the idle time reaches it.
+    /// The body alone, plus the encode of the microbatch the first stage needs first (nothing
+    /// with lookahead), plus a trainable encoder's backward of the microbatch whose gradient
+    /// comes back last: no schedule of whole-layer chunks beats it, and one whose other
+    /// encoder work all fits the idle time reaches it.
     pub floor: f64,
     /// The body alone plus the encoder work that the idle time before the deadlines cannot
     /// hold, spread evenly over the ranks: a fluid relaxation (work divides at will), which no
@@ -88,6 +89,10 @@ pub fn add(
     Transposed { owners, slack, work, prologue, bounds }
 }
 
+fn forward_of(placement: &Placement, costs: &dyn Costs, stage: u32, mb: u32) -> f64 {
+    costs.forward(placement.stages[stage as usize].layers.clone(), mb)
+}
+
 fn bounds(
     g: &OrderGraph,
     placement: &Placement,
@@ -99,33 +104,46 @@ fn bounds(
     let m = placement.body.shape.microbatches;
     let body = end.iter().cloned().fold(0.0, f64::max);
     let deadline = |mb: u32| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()]);
-    let head_mb = (0..m).min_by(|a, b| deadline(*a).total_cmp(&deadline(*b)).then(a.cmp(b))).unwrap_or(0);
-    let first_encode: f64 = enc.stages().map(|s| forward_of(placement, costs, s, head_mb)).sum();
-    // Idle time that can hold encoder work: before the last deadline, or anywhere with lookahead.
-    let horizon = if enc.lookahead { body } else { (0..m).map(deadline).fold(0.0, f64::max) };
+    let release = |mb: u32| {
+        let n = g.find(Op::BackwardInput, first, mb).or_else(|| g.find(Op::Backward, first, mb));
+        n.map_or(0.0, |n| end[n.index()])
+    };
+    let layers = |s: u32| placement.stages[s as usize].layers.clone();
+    let encode = |mb: u32| enc.stages().map(|s| forward_of(placement, costs, s, mb)).sum::<f64>();
+    let backward = |mb: u32| -> f64 {
+        if !enc.trainable {
+            return 0.0;
+        }
+        enc.stages().map(|s| cost::compute_time(costs, Op::Backward, layers(s), mb)).sum()
+    };
+    let by = |key: &dyn Fn(u32) -> f64, last: bool| {
+        (0..m).min_by(|a, b| {
+            let order = key(*a).total_cmp(&key(*b)).then(a.cmp(b));
+            if last { order.reverse() } else { order }
+        })
+    };
+    // The first features hold the whole body back; the last feature gradient comes back when
+    // the body is done, and its encoder backward follows.
+    let head = by(&deadline, false).map_or(0.0, encode);
+    let tail = by(&release, true).map_or(0.0, backward);
+    // Idle time that can hold encoder work: before the last deadline, or up to the body's end
+    // where the work may follow it (lookahead, backward).
+    let open = enc.lookahead || enc.trainable;
+    let horizon = if open { body } else { (0..m).map(deadline).fold(0.0, f64::max) };
     let idle: f64 = g
         .chains
         .iter()
         .map(|c| {
-            idle_windows(c, start, end)
-                .iter()
-                .map(|w| (w.to.min(horizon) - w.from.unwrap_or(0.0)).max(0.0))
-                .sum::<f64>()
+            let windows = idle_windows(c, start, end);
+            windows.iter().map(|w| (w.to.min(horizon) - w.from.unwrap_or(0.0)).max(0.0)).sum::<f64>()
         })
         .sum();
     let ranks = g.chains.len().max(1) as f64;
-    let total: f64 = (0..m)
-        .flat_map(|mb| enc.stages().map(move |s| (s, mb)))
-        .map(|(s, mb)| forward_of(placement, costs, s, mb))
-        .sum();
+    let total: f64 = (0..m).map(|mb| encode(mb) + backward(mb)).sum();
     Bounds {
-        floor: body + if enc.lookahead { 0.0 } else { first_encode },
+        floor: body + if enc.lookahead { 0.0 } else { head } + tail,
         relaxation: body + ((total - idle) / ranks).max(0.0),
     }
-}
-
-fn forward_of(placement: &Placement, costs: &dyn Costs, stage: u32, mb: u32) -> f64 {
-    costs.forward(placement.stages[stage as usize].layers.clone(), mb)
 }
 
 /// Mpipe's placement: each microbatch's chunks on one owner, inside the body's idle windows
