@@ -54,6 +54,18 @@ pub fn body(target: Target, skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &
     }
 }
 
+/// How HyperParallel's MPipe schedule runs a body: always with its interleaved generator,
+/// whose one-chunk `pp_less_memory` variant is `1f1b`.
+fn mpipe_body(skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
+    match (skeleton, body(Target::HyperParallel, skeleton)) {
+        (Skeleton::Gpipe, _) => Err((
+            Skeleton::OneFOneB,
+            "pipelines a transposed encoder's LLM with interleaved 1F1B (`pp_schedule: mpipe`)",
+        )),
+        (_, mapped) => mapped,
+    }
+}
+
 /// Whether `target` can hold encoder layers on body stages after the first.
 fn shards_encoder(target: Target) -> bool {
     matches!(target, Target::Torch | Target::MindSpeedMm)
@@ -97,6 +109,8 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
     let first_sharded = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
     let body_span = first_sharded.unwrap_or_default();
     let mut changes = Vec::new();
+    let mpipe = target == Target::HyperParallel && placement.encoder.is_some();
+    let body = |target, skeleton| if mpipe { mpipe_body(skeleton) } else { body(target, skeleton) };
     let mapped = body(target, body_skeleton_now);
     let new_body = match mapped {
         Ok(s) => s,
