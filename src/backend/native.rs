@@ -146,8 +146,10 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
                            `pp_mpipe_transpose_overflow: full` is HyperParallel's owner map"
                         .into(),
                 });
-                nearest.owner = Some(OwnerSpec::RoundRobin);
             }
+            // Pinned even when the plan's own choice was round-robin: `by_microbatch` could
+            // choose otherwise for the nearest plan's other fill.
+            nearest.owner = Some(OwnerSpec::RoundRobin);
             false
         }
         Some(enc) => {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::layout::{self, BodyLayout};
 use super::shell;
 use super::yaml::{self, Map, list, strings};
-use crate::algebra::Skeleton;
+use crate::algebra::{Fill, Skeleton};
 use crate::build::Artifact;
 use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
@@ -142,9 +142,10 @@ struct RankOrder {
     steps: Vec<Step>,
 }
 
-/// The plan's MPipe form, when it has one: a transpose encoder on more than one pipeline rank
-/// over a `1f1b` body (HyperParallel's one-chunk body with `pp_less_memory`) or an interleaved
-/// one. The nearest plan of every other transpose plan has this form.
+/// The plan's MPipe form, when it has one: a `transpose(prefix)` encoder on more than one
+/// pipeline rank, its microbatches owned round-robin, over a `1f1b` body (HyperParallel's one-chunk body with
+/// `pp_less_memory`) or an interleaved one. The nearest plan of every other transpose plan has
+/// this form.
 pub fn form(plan: &Plan, derived: &Derived) -> Option<Form> {
     let placement = &derived.placement;
     let encoder = placement.encoder?;
@@ -154,7 +155,9 @@ pub fn form(plan: &Plan, derived: &Derived) -> Option<Form> {
         _ => return None,
     };
     let shape = placement.body.shape;
-    (plan.cluster.pp > 1).then_some(Form {
+    let owners = derived.transpose.as_ref().map(|t| t.owners.as_slice()).unwrap_or_default();
+    let round_robin = owners.iter().enumerate().all(|(mb, &r)| r == mb as u32 % shape.ranks.min(shape.microbatches));
+    (plan.cluster.pp > 1 && round_robin && encoder.fill == Fill::Prefix).then_some(Form {
         ranks: shape.ranks,
         chunks: shape.chunks,
         microbatches: shape.microbatches,
