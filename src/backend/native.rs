@@ -66,6 +66,21 @@ fn mpipe_body(skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> 
     }
 }
 
+/// HyperParallel's form of a transpose encoder, `ScheduleMPipeTranspose`'s prefix block: each
+/// microbatch encoded whole, in one block before the rank's pipeline. The skeleton in that
+/// form, and what changed, said of each construct replaced.
+fn mpipe_encoder(skeleton: Skeleton) -> (Skeleton, Vec<String>) {
+    let mut whats = Vec::new();
+    if skeleton == (Skeleton::Transpose { fill: Fill::Slack }) {
+        whats.push(
+            "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
+             HyperParallel's ScheduleMPipeTranspose does not fill the warmup slack slot by slot"
+                .to_string(),
+        );
+    }
+    (Skeleton::Transpose { fill: Fill::Prefix }, whats)
+}
+
 /// Whether `target` can hold encoder layers on body stages after the first.
 fn shards_encoder(target: Target) -> bool {
     matches!(target, Target::Torch | Target::MindSpeedMm)
@@ -128,15 +143,9 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
     let fold = match placement.encoder {
         Some(enc) if target == Target::HyperParallel => {
             let span = plan.schedule[enc.region].span;
-            if enc.fill == Fill::Slack {
-                changes.push(Change {
-                    span,
-                    what: "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
-                           HyperParallel's ScheduleMPipeTranspose does not fill the warmup slack slot by slot"
-                        .into(),
-                });
-                nearest.schedule[enc.region].skeleton = Skeleton::Transpose { fill: Fill::Prefix };
-            }
+            let (encoder, whats) = mpipe_encoder(plan.schedule[enc.region].skeleton);
+            changes.extend(whats.into_iter().map(|what| Change { span, what }));
+            nearest.schedule[enc.region].skeleton = encoder;
             let round_robin: Vec<u32> = (0..m as u32).map(|mb| mb % p as u32).collect();
             let owners = derived.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
             if owners != round_robin {
