@@ -266,13 +266,14 @@ fn counterpart(s: &Step, ranks: u32, owners: u32) -> Option<(u32, Key)> {
 }
 
 // HyperParallel's own invariant for its point-to-point queues: between any two ranks, the
-// n-th transfer one posts meets the n-th the other posts. Over the 40 shapes.
+// n-th transfer one posts meets the n-th the other posts. Over the 40 shapes, with
+// one and two chunks.
 #[test]
 fn every_shape_pairs_its_transfers_in_order() {
-    for p in [2u32, 3, 4, 8] {
+    for (p, chunks) in [2u32, 3, 4, 8].into_iter().flat_map(|p| [(p, 1), (p, 2)]) {
         for m in [p, 2 * p, 2 * p + 1, 16, 17] {
             for (less_memory, trainable) in [(false, false), (false, true), (true, false), (true, true)] {
-                let all = steps(&form(p, m, less_memory, trainable));
+                let all = steps(&Form { chunks, ..form(p, m, less_memory, trainable) });
                 let mut queues = std::collections::BTreeMap::<(u32, u32), Vec<_>>::new();
                 for (rank, rank_steps) in all.iter().enumerate() {
                     for s in rank_steps {
@@ -288,7 +289,10 @@ fn every_shape_pairs_its_transfers_in_order() {
                     let theirs = &queues[&(b, a)];
                     let met: Vec<_> = theirs.iter().map(|(step, _)| *step).collect();
                     let wanted: Vec<_> = mine.iter().map(|(_, want)| *want).collect();
-                    assert_eq!(wanted, met, "p={p} m={m} less_memory={less_memory} trainable={trainable} {a}->{b}");
+                    assert_eq!(
+                        wanted, met,
+                        "p={p} v={chunks} m={m} less_memory={less_memory} trainable={trainable} {a}->{b}"
+                    );
                 }
             }
         }
