@@ -8,7 +8,7 @@
 //! `ScheduleMPipeTranspose`: one encoder block before each rank's body, owners round-robin.
 
 use crate::algebra::skeleton::body_skeleton;
-use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
+use crate::algebra::{Chunks, Fill, Layout, OwnerSpec, Skeleton};
 use crate::check::spec::Plan;
 use crate::derive::{Derived, folded};
 use crate::span::Span;
@@ -54,6 +54,43 @@ pub fn body(target: Target, skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &
     }
 }
 
+/// How HyperParallel's MPipe schedule runs a body: always with its interleaved generator,
+/// whose one-chunk `pp_less_memory` variant is `1f1b`.
+fn mpipe_body(skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
+    match (skeleton, body(Target::HyperParallel, skeleton)) {
+        (Skeleton::Gpipe, _) => Err((
+            Skeleton::OneFOneB,
+            "pipelines a transposed encoder's LLM with interleaved 1F1B (`pp_schedule: mpipe`)",
+        )),
+        (_, mapped) => mapped,
+    }
+}
+
+/// HyperParallel's form of a transpose encoder, `ScheduleMPipeTranspose`'s prefix block: each
+/// microbatch encoded whole, in one block before the rank's pipeline. The skeleton in that
+/// form, and what changed, said of each construct replaced.
+fn mpipe_encoder(skeleton: Skeleton) -> (Skeleton, Vec<String>) {
+    let mut whats = Vec::new();
+    let Skeleton::Transpose { fill, chunks, lookahead } = skeleton else { unreachable!("the encoder is replicated") };
+    if fill == Fill::Slack {
+        whats.push(
+            "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
+             HyperParallel's ScheduleMPipeTranspose does not fill the idle time slot by slot"
+                .to_string(),
+        );
+    }
+    if chunks != Chunks::Fixed(1) && !(fill == Fill::Prefix && chunks == Chunks::Auto) {
+        whats.push("each microbatch is encoded whole (`chunks = 1`): HyperParallel's MPIPE_TRANSPOSE_FWD step runs the whole tower".to_string());
+    }
+    if lookahead {
+        whats.push(
+            "each step encodes its own batch (no `lookahead`): HyperParallel loads and encodes a step's data within the step"
+                .to_string(),
+        );
+    }
+    (Skeleton::whole_transpose(Fill::Prefix), whats)
+}
+
 /// Whether `target` can hold encoder layers on body stages after the first.
 fn shards_encoder(target: Target) -> bool {
     matches!(target, Target::Torch | Target::MindSpeedMm)
@@ -97,6 +134,8 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
     let first_sharded = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
     let body_span = first_sharded.unwrap_or_default();
     let mut changes = Vec::new();
+    let mpipe = target == Target::HyperParallel && placement.encoder.is_some();
+    let body = |target, skeleton| if mpipe { mpipe_body(skeleton) } else { body(target, skeleton) };
     let mapped = body(target, body_skeleton_now);
     let new_body = match mapped {
         Ok(s) => s,
@@ -114,15 +153,9 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
     let fold = match placement.encoder {
         Some(enc) if target == Target::HyperParallel => {
             let span = plan.schedule[enc.region].span;
-            if enc.fill == Fill::Slack {
-                changes.push(Change {
-                    span,
-                    what: "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
-                           HyperParallel's ScheduleMPipeTranspose does not fill the warmup slack slot by slot"
-                        .into(),
-                });
-                nearest.schedule[enc.region].skeleton = Skeleton::whole_transpose(Fill::Prefix);
-            }
+            let (encoder, whats) = mpipe_encoder(plan.schedule[enc.region].skeleton);
+            changes.extend(whats.into_iter().map(|what| Change { span, what }));
+            nearest.schedule[enc.region].skeleton = encoder;
             let round_robin: Vec<u32> = (0..m as u32).map(|mb| mb % p as u32).collect();
             let owners = derived.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
             if owners != round_robin {
@@ -132,8 +165,10 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
                            `pp_mpipe_transpose_overflow: full` is HyperParallel's owner map"
                         .into(),
                 });
-                nearest.owner = Some(OwnerSpec::RoundRobin);
             }
+            // Pinned even when the plan's own choice was round-robin: `by_microbatch` could
+            // choose otherwise for the nearest plan's other fill.
+            nearest.owner = Some(OwnerSpec::RoundRobin);
             false
         }
         Some(enc) => {

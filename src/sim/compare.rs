@@ -81,11 +81,21 @@ fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
         schedule.extend(body.iter().cloned());
         Plan { schedule, owner: Some(owner), ..plan.clone() }
     };
+    let mut hyperparallel = with(Skeleton::whole_transpose(Fill::Prefix), OwnerSpec::RoundRobin);
+    for region in hyperparallel.schedule.iter_mut().filter(|r| r.skeleton.layout() == Layout::Sharded) {
+        let body = hyperparallel_body(region.skeleton);
+        if body.chunks() != region.skeleton.chunks() {
+            region.split = None;
+        }
+        region.skeleton = body;
+    }
     out.push(Baseline {
         name: "hyperparallel",
-        description: "HyperParallel's public transpose: encoder block before each rank's pipeline, round-robin owners"
-            .into(),
-        plan: with(Skeleton::whole_transpose(Fill::Prefix), OwnerSpec::RoundRobin),
+        description:
+            "HyperParallel's public transpose: encoder block before each rank's pipeline, round-robin owners, \
+                      its interleaved 1F1B body"
+                .into(),
+        plan: hyperparallel,
     });
     out.push(Baseline {
         name: "transpose-round-robin",
@@ -93,6 +103,13 @@ fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
         plan: with(plan.schedule[0].skeleton, OwnerSpec::RoundRobin),
     });
     out
+}
+
+/// The body HyperParallel's `ScheduleMPipeTranspose` runs by default: its interleaved generator
+/// (warmup 2(P-1-i) on rank i with one chunk), as many chunks as the stack has for the plan's.
+fn hyperparallel_body(skeleton: Skeleton) -> Skeleton {
+    let (Ok(body) | Err((body, _))) = crate::backend::native::body(crate::backend::Target::HyperParallel, skeleton);
+    Skeleton::Interleaved { v: body.chunks() }
 }
 
 /// A plan without an encoder: the same pipeline under the other sharded skeletons.
@@ -125,4 +142,24 @@ fn skeleton_baselines(plan: &Plan) -> Vec<Baseline> {
             .is_some()
     })
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hyperparallel_baseline_runs_its_interleaved_body() {
+        use Skeleton::*;
+        for (written, runs) in [
+            (OneFOneB, Interleaved { v: 1 }),
+            (Gpipe, Interleaved { v: 1 }),
+            (Interleaved { v: 3 }, Interleaved { v: 3 }),
+            (Zb1p { v: 2 }, Interleaved { v: 2 }),
+            (Zbv, Interleaved { v: 2 }),
+            (DualPipeV, Interleaved { v: 2 }),
+        ] {
+            assert_eq!(hyperparallel_body(written), runs, "{written}");
+        }
+    }
 }

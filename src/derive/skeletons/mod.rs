@@ -3,9 +3,12 @@
 //! interleaved schedules, torch.distributed.pipelining's GPipe, LoopedBFS, Interleaved1F1B,
 //! InterleavedZeroBubble, ZBVZeroBubble and DualPipeV. Stages are numbered within the body
 //! (the sharded stages, in depth order); `mapping` says which rank holds which.
+//! `interleaved` with one chunk (no plan writes it; the `hyperparallel` baseline does) is the
+//! body of HyperParallel's MPipe schedule, whose slots `hyperparallel` gives.
 
 mod dualpipev;
 mod gpipe;
+pub mod hyperparallel;
 mod interleaved;
 mod one_f_one_b;
 mod zbv;

@@ -1,19 +1,25 @@
 //! The `hyperparallel` target: `OUT/hyperparallel/config.yaml` (the trainer's strict
 //! model/data/train config of `hyper_parallel/trainer/config.py`, with `pp_schedule: mpipe`
-//! and its `pp_mpipe_*` options for a transpose plan, as `train_pp_mpipe.yaml` writes them),
-//! `launch.sh` (torchrun on `scripts/train_vl.py` or `train_lm.py`) and `exec_order.json`:
-//! the per-rank order mpipec derived, in HyperParallel's step names.
+//! and its `pp_mpipe_*` and `pp_less_memory` options for a transpose plan, as
+//! `train_pp_mpipe.yaml` writes them), `launch.sh` (torchrun on `scripts/train_vl.py` or
+//! `train_lm.py`) and, for a transpose plan, `exec_order.json`: the steps HyperParallel's MPipe
+//! schedule builds for it (docs/hyperparallel.md).
 
 use serde::Serialize;
 
 use super::layout::{self, BodyLayout};
 use super::shell;
 use super::yaml::{self, Map, list, strings};
-use crate::algebra::Skeleton;
+use crate::algebra::{Fill, Skeleton};
 use crate::build::Artifact;
 use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
-use crate::ir::{Dir, Group, Instr, Op};
+pub use order::{Form, Step};
+
+mod order;
+
+#[cfg(test)]
+mod golden;
 
 /// HyperParallel's VL models hold the vision tower at `model.visual` (Qwen3-VL): the module
 /// `pp_mpipe_transpose_layers` and `freeze_modules` name.
@@ -45,12 +51,12 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
         &format!("\"$hyper_parallel/{entry}\""),
         r#""$here/config.yaml" "$@""#,
     ));
-    let order = serde_json::to_string_pretty(&exec_order(derived)).expect("the order serialises") + "\n";
-    vec![
-        Artifact { path: "hyperparallel/config.yaml".into(), contents: config },
-        Artifact { path: "hyperparallel/exec_order.json".into(), contents: order },
-        Artifact { path: "hyperparallel/launch.sh".into(), contents: launch },
-    ]
+    let mut out = vec![Artifact { path: "hyperparallel/config.yaml".into(), contents: config }];
+    if let Some(form) = form(plan, derived) {
+        out.push(Artifact { path: "hyperparallel/exec_order.json".into(), contents: exec_order(&form) });
+    }
+    out.push(Artifact { path: "hyperparallel/launch.sh".into(), contents: launch });
+    out
 }
 
 fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
@@ -72,19 +78,19 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
     if let Some((_, d)) = decoder {
         model = yaml::hugging_face(model, d, plan.batch.seq_len);
     }
-    let transpose = placement.encoder;
+    let mpipe = form(plan, derived);
     if encoder.is_some() {
         model = model.set("config_overrides", Map::new().set("vl", true));
     }
     let mut data = Map::new().set("type", if encoder.is_some() { "vl_dummy" } else { "dummy" });
-    if transpose.is_some() {
+    if mpipe.is_some() {
         // Each rank's sampler yields only the microbatches it owns: gbs = M · mbs · dp_shard.
         data = data.set("load", "single");
     }
     data = data.set("max_seq_len", plan.batch.seq_len);
     let mut accelerator = Map::new().set("pp", c.pp);
     if c.pp > 1 {
-        let schedule = match (transpose, placement.body.skeleton) {
+        let schedule = match (mpipe, placement.body.skeleton) {
             (Some(_), _) => "mpipe",
             (None, Skeleton::Gpipe) => "gpipe",
             (None, _) => "1f1b",
@@ -94,11 +100,12 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
             accelerator = accelerator.set("pp_vpp", u64::from(body.chunks));
         }
         accelerator = accelerator.set("pp_layer_split", list(&body.decoder));
-        if let Some(enc) = transpose {
+        if let Some(form) = mpipe {
             accelerator = accelerator
                 .set("pp_mpipe_transpose_layers", VISUAL)
                 .set("pp_mpipe_transpose_overflow", "full")
-                .set("pp_mpipe_owner_backward", enc.trainable);
+                .set("pp_mpipe_owner_backward", form.trainable)
+                .set("pp_less_memory", form.less_memory);
         }
     }
     accelerator = accelerator.set("dp_shard", c.dp).set("tp", c.tp);
@@ -135,75 +142,36 @@ struct RankOrder {
     steps: Vec<Step>,
 }
 
-/// One `MetaStep`: its type, microbatch and stage (`-1` for the transposed encoder, as
-/// HyperParallel's prefix steps have it), and the peer of a transfer.
-#[derive(Serialize)]
-struct Step {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    micro_index: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stage_index: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    peer: Option<u32>,
+/// The plan's MPipe form, when it has one: a `transpose(prefix)` encoder on more than one
+/// pipeline rank, its microbatches owned round-robin, over a `1f1b` body (HyperParallel's one-chunk body with
+/// `pp_less_memory`) or an interleaved one. The nearest plan of every other transpose plan has
+/// this form.
+pub fn form(plan: &Plan, derived: &Derived) -> Option<Form> {
+    let placement = &derived.placement;
+    let encoder = placement.encoder?;
+    let less_memory = match placement.body.skeleton {
+        Skeleton::OneFOneB => true,
+        Skeleton::Interleaved { .. } => false,
+        _ => return None,
+    };
+    let shape = placement.body.shape;
+    let owners = derived.transpose.as_ref().map(|t| t.owners.as_slice()).unwrap_or_default();
+    let round_robin = owners.iter().enumerate().all(|(mb, &r)| r == mb as u32 % shape.ranks.min(shape.microbatches));
+    (plan.cluster.pp > 1 && round_robin && encoder.fill == Fill::Prefix).then_some(Form {
+        ranks: shape.ranks,
+        chunks: shape.chunks,
+        microbatches: shape.microbatches,
+        less_memory,
+        trainable: encoder.trainable,
+    })
 }
 
-fn exec_order(derived: &Derived) -> ExecOrder {
-    let placement = &derived.placement;
-    let encoder_stage = placement.encoder.map(|e| e.stage);
-    let first = placement.body.first;
-    let encoder_region = placement.encoder.map(|e| placement.regions[e.region].name.clone());
-    let step = |i: &Instr| -> Option<Step> {
-        // A message names the stage that produced it: the encoder's features come from the
-        // encoder stage, their gradients from the first body stage (which has no body stage
-        // upstream to send gradients to).
-        let on_encoder = encoder_stage.is_some()
-            && match i.dir {
-                Some(Dir::Grad) => i.stage == Some(first),
-                _ => i.stage == encoder_stage,
-            };
-        let kind = match (i.op, i.dir, on_encoder) {
-            (Op::Forward, _, true) => "MPIPE_TRANSPOSE_FWD",
-            (Op::Backward | Op::BackwardInput | Op::BackwardWeight, _, true) => "MPIPE_TRANSPOSE_BWD",
-            (Op::Send, Some(Dir::Act), true) => "MPIPE_FWD_SEND",
-            (Op::Recv, Some(Dir::Act), true) => "MPIPE_FWD_RECV",
-            (Op::Send, _, true) => "MPIPE_GRAD_SEND",
-            // The owner's backward follows its receive at once (the order graph puts a receive
-            // right before its consumer); HyperParallel has the two as one step.
-            (Op::Recv, _, true) => "MPIPE_GRAD_RECV_WITH_BACKWARD",
-            (Op::Forward, ..) => "FWD",
-            (Op::Backward, ..) => "BWD",
-            (Op::BackwardInput, ..) => "BWD_INPUT",
-            (Op::BackwardWeight, ..) => "BWD_WEIGHT",
-            (Op::Send, Some(Dir::Act), _) => "FWD_SEND",
-            (Op::Recv, Some(Dir::Act), _) => "FWD_RECV",
-            (Op::Send, ..) => "BWD_SEND",
-            (Op::Recv, ..) => "BWD_RECV",
-            (Op::AllReduce, ..) if i.group == Some(Group::Pp) && i.region == encoder_region => "MPIPE_GRAD_REDUCE",
-            (Op::AllReduce, ..) => "FSDP_REDUCE_GRAD",
-            // HyperParallel's trainer steps the optimizer after the schedule, not in it.
-            (Op::OptimizerStep, ..) => return None,
-        };
-        let stage_index = i.stage.map(|s| if on_encoder { -1 } else { i64::from(s) - i64::from(first) });
-        Some(Step { kind, micro_index: i.mb, stage_index, peer: i.peer })
-    };
-    let steps = |instructions: &[Instr]| {
-        let mut out: Vec<Step> = Vec::new();
-        for s in instructions.iter().filter_map(step) {
-            let merged = s.kind == "MPIPE_TRANSPOSE_BWD"
-                && out
-                    .last()
-                    .is_some_and(|l| l.kind == "MPIPE_GRAD_RECV_WITH_BACKWARD" && l.micro_index == s.micro_index);
-            if !merged {
-                out.push(s);
-            }
-        }
-        out
-    };
-    ExecOrder {
-        format: "hyperparallel-exec-order",
-        version: 1,
-        ranks: derived.ir.ranks.iter().map(|r| RankOrder { rank: r.rank, steps: steps(&r.instructions) }).collect(),
-    }
+fn exec_order(form: &Form) -> String {
+    let ranks = order::steps(form)
+        .into_iter()
+        .enumerate()
+        .map(|(rank, steps)| RankOrder { rank: rank as u32, steps })
+        .collect();
+    let order = ExecOrder { format: "hyperparallel-exec-order", version: 2, ranks };
+    serde_json::to_string_pretty(&order).expect("the order serialises") + "\n"
 }
