@@ -261,6 +261,14 @@ fn prefix(g: &mut OrderGraph, placement: &Placement, enc: &Encoder, spec: &Owner
             g.recv_before(consumer, anchor);
         }
     }
+    // HyperParallel sends a rank's features only once its whole block is encoded.
+    for nodes in &front {
+        if let Some(&block_end) = nodes.last() {
+            for &n in nodes {
+                g.send_after(n, block_end);
+            }
+        }
+    }
     for (r, nodes) in front.into_iter().enumerate() {
         g.chains[r].splice(0..0, nodes);
     }
@@ -272,14 +280,24 @@ fn prefix(g: &mut OrderGraph, placement: &Placement, enc: &Encoder, spec: &Owner
                 .or_else(|| g.find(Op::Backward, first, mb))
                 .expect("a trainable encoder means the first body stage runs backward");
             let mut previous = producer;
+            // The first-stage rank runs its own microbatches' encoder backward right after the
+            // first stage's (one autograd graph there); the others get theirs after the body.
+            let mut at =
+                (owner == head).then(|| g.chains[owner as usize].iter().position(|n| *n == producer)).flatten();
             for s in enc.stages().rev() {
                 let node = g.node(Instr::compute(Op::Backward, s, mb), Some(owner));
                 g.data(previous, node, Dir::Grad);
                 g.data(g.index_of(Op::Forward, s, mb), node, Dir::Act);
                 previous = node;
-                g.chains[owner as usize].push(node);
+                match at.as_mut() {
+                    Some(i) => {
+                        *i += 1;
+                        g.chains[owner as usize].insert(*i, node);
+                    }
+                    None => g.chains[owner as usize].push(node),
+                }
             }
-            if let Some(anchor) = last_body_node {
+            if let Some(anchor) = last_body_node.filter(|_| owner != head) {
                 g.send_after(producer, anchor);
             }
         }
