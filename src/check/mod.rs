@@ -100,12 +100,15 @@ fn plan_item(item: &Item) -> Option<&'static str> {
     }
 }
 
-/// The standard-library module that defines `name` as one of `kinds`, for "import it" help.
-pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<String> {
-    crate::resolve::stdlib::index()
-        .iter()
-        .find(|(_, n, k)| n == name && kinds.contains(k))
-        .map(|(m, _, _)| m.to_string())
+/// The standard-library module and name of a definition of `kinds` called `name`, or else
+/// of the one whose name is closest, for "import it" help: names not imported count too.
+pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<(String, String)> {
+    let of_kind = || crate::resolve::stdlib::index().iter().filter(|(_, _, k)| kinds.contains(k));
+    let found = of_kind()
+        .find(|(_, n, _)| n == name)
+        .map(|(_, n, _)| n.clone())
+        .or_else(|| crate::suggest::did_you_mean_or_longer(name, of_kind().map(|(_, n, _)| n.as_str())))?;
+    of_kind().find(|(_, n, _)| *n == found).map(|(m, n, _)| (m.to_string(), n.clone()))
 }
 
 impl Ctx<'_> {
