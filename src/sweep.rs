@@ -27,7 +27,7 @@ pub fn parse_vary(arg: &str) -> Result<Vary, String> {
             Some(i) => (&rest[..i], Some((&rest[i..i + 1], &rest[i + 1..]))),
             None => (rest, None),
         };
-        let num = |s: &str| s.trim().parse::<f64>().map_err(|_| format!("`{s}` in `{arg}` is not a number"));
+        let num = |s: &str| number(s).map_err(|e| format!("`{s}` in `{arg}` is not a number{e}"));
         let (a, b) = (num(a)?, num(b)?);
         let mut out = Vec::new();
         let mut x = a;
@@ -54,6 +54,24 @@ pub fn parse_vary(arg: &str) -> Result<Vary, String> {
         return Err(format!("`{arg}` names no key or no values"));
     }
     Ok(Vary { key: key.to_string(), values })
+}
+
+/// A bound or step of a range, read as the language reads numbers (`_` may group digits);
+/// the error says how to write a count given with a magnitude suffix (`8k`).
+fn number(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    if let Ok(x) = text.replace('_', "").parse::<f64>() {
+        return Ok(x);
+    }
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let readings = digits.parse::<f64>().ok().zip(crate::check::units::magnitude(&text[digits.len()..]));
+    Err(match readings {
+        Some((x, (decimal, binary))) if decimal != binary => {
+            format!(": write it in full, `{}` or `{}`", x * binary, x * decimal)
+        }
+        Some((x, (factor, _))) => format!(": write it in full, `{}`", x * factor),
+        None => String::new(),
+    })
 }
 
 /// Every combination of the varied values, first key slowest.
@@ -312,6 +330,13 @@ fn unit_of(key: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::{tick_label, tick_step};
+
+    #[test]
+    fn range_bounds_read_like_the_language_and_say_how_to_write_8k() {
+        assert_eq!(super::parse_vary("batch.seq_len=4_096..8_192*2").unwrap().values, ["4096", "8192"]);
+        let err = super::parse_vary("batch.seq_len=4k..8192*2").unwrap_err();
+        assert_eq!(err, "`4k` in `batch.seq_len=4k..8192*2` is not a number: write it in full, `4096` or `4000`");
+    }
 
     #[test]
     fn ticks_fall_on_round_numbers() {
