@@ -344,3 +344,14 @@ fn a_symlink_cannot_smuggle_a_file_in() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&outside).unwrap();
 }
+
+#[test]
+fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
+    let text_only = stdout(&mpipec(&["sim", "examples/llm_1f1b.mpipe"]));
+    assert!(
+        text_only.contains("slack w_r") && !text_only.contains("encoder E_r") && !text_only.contains("spill"),
+        "{text_only}"
+    );
+    let with_encoder = stdout(&mpipec(&["sim", "examples/paper_small.mpipe"]));
+    assert!(with_encoder.contains("encoder E_r") && with_encoder.contains("spill"), "{with_encoder}");
+}
