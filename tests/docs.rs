@@ -166,3 +166,12 @@ fn the_language_reference_lists_every_field() {
     }
     assert!(missing.is_empty(), "docs/language.md does not describe: {}", missing.join(", "));
 }
+
+/// A newcomer reads the README's first lines and runs them: they must stay the two commands
+/// that build the example and run every test.
+#[test]
+fn the_readme_starts_with_the_two_commands() {
+    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+    let start = "# mpipec\n\n```sh\ncargo run --release -- build examples/paper_small.mpipe -o out/\ncargo test\n```\n";
+    assert!(readme.starts_with(start), "README.md must start with:\n{start}");
+}
