@@ -14,6 +14,10 @@ pub enum Error {
         found: String,
         unclosed: Option<Span>,
     },
+    /// A statement's `;` missing at the end of its line; `span` is empty, where it goes.
+    MissingSemicolon {
+        span: Span,
+    },
     NotUtf8 {
         span: Span,
     },
@@ -51,7 +55,8 @@ pub enum Error {
         name: String,
         expected: &'static str,
         suggestion: Option<String>,
-        import_from: Option<String>,
+        /// The standard library's module and name: this name, or the closest one.
+        import_from: Option<(String, String)>,
     },
     DuplicateDefinition {
         span: Span,
@@ -108,6 +113,13 @@ pub enum Error {
         span: Span,
         unit: String,
         suggestion: Option<String>,
+    },
+    /// A count written with a suffix that is no unit (`8k`): said how to write it in full.
+    CountSuffix {
+        span: Span,
+        written: String,
+        /// The decimal and the binary reading, for a magnitude suffix (`k`, `M`, `Ki`, …).
+        readings: Option<(u64, u64)>,
     },
     OutOfRange {
         span: Span,
@@ -216,8 +228,9 @@ pub enum Error {
     AdjacentReplicated {
         first: Span,
         second: Span,
-        cut: Span,
         merged: String,
+        /// One edit over the cut and the schedule, where both are in one source.
+        fix: Option<(Span, String)>,
     },
     ReplicatedWithoutSharded {
         span: Span,
@@ -298,6 +311,19 @@ fn did_you_mean(suggestion: &Option<String>) -> Option<String> {
 }
 
 /// "1 region", "2 regions", "3 microbatches".
+/// `8192` as `8_192`: the digit grouping the language accepts.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push('_');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn count(n: impl TryInto<u64>, word: &str) -> String {
     let n: u64 = n.try_into().unwrap_or(u64::MAX);
     match (n, word.ends_with("ch")) {
@@ -334,6 +360,10 @@ impl Error {
                     None => diag.help("statements end with `;`, blocks are `name { key = value; }`; see `mpipec explain E0001`"),
                 }
             }
+            MissingSemicolon { span } => d(Code::E0001, "syntax error: expected `;`")
+                .primary(*span, "expected `;` at the end of this line")
+                .help("end the statement with `;`")
+                .fix(*span, ";"),
             NotUtf8 { span } => d(Code::E0002, "file is not valid UTF-8")
                 .primary(*span, "invalid byte sequence here")
                 .help("save the plan as UTF-8 text; .mpipe files are text, not binary"),
@@ -363,8 +393,11 @@ impl Error {
             UnknownName { span, name, expected, suggestion, import_from } => d(Code::E0105, format!("cannot find {expected} `{name}`"))
                 .primary(*span, "not defined or imported")
                 .help(match (import_from, did_you_mean(suggestion)) {
-                    (Some(module), _) => format!("import it: `use {module}::{name};`"),
-                    (None, Some(similar)) => similar,
+                    (Some((module, found)), _) if found == name => format!("import it: `use {module}::{name};`"),
+                    (_, Some(similar)) => similar,
+                    (Some((module, found)), None) => {
+                        format!("did you mean `{module}::{found}`? import it, `use {module}::{found};`, and write `{found}`")
+                    }
                     (None, None) => format!("define `{name}` in this file or import it with `use`"),
                 }),
             DuplicateDefinition { span, name, first } => d(Code::E0106, format!("`{name}` is defined more than once"))
@@ -406,11 +439,28 @@ impl Error {
             UnitMismatch { span, expected, found } => {
                 let (message, label, help) = match (expected, found) {
                     (Some(e), None) => (format!("missing unit: expected {e}"), "a bare number".to_string(), format!("add a unit such as {}", e.examples())),
-                    (None, Some(f)) => (format!("unexpected unit: expected a plain number, found {f}"), "a count takes no unit".to_string(), "remove the unit".to_string()),
                     (Some(e), Some(f)) => (format!("unit mismatch: expected {e}, found {f}"), format!("this is {f}"), format!("use a unit such as {}", e.examples())),
-                    (None, None) => ("unit mismatch".to_string(), "here".to_string(), "check the unit".to_string()),
+                    // A suffix that is no unit at all is `CountSuffix`; here the unit is known.
+                    (None, f) => (
+                        format!("unexpected unit: expected a plain number{}", f.map(|f| format!(", found {f}")).unwrap_or_default()),
+                        "a count takes no unit".to_string(),
+                        "remove the unit".to_string(),
+                    ),
                 };
                 d(Code::E0205, message).primary(*span, label).help(help)
+            }
+            CountSuffix { span, written, readings } => {
+                let help = match readings {
+                    Some((decimal, binary)) if decimal != binary => format!(
+                        "write the number in full, `{binary}` or `{decimal}`; `_` may group digits, as in `{}`",
+                        grouped(*binary)
+                    ),
+                    Some((n, _)) => format!("write the number in full: `{n}`"),
+                    None => "a count is a plain number: remove the suffix".to_string(),
+                };
+                d(Code::E0205, format!("`{written}` is not a number mpipec reads"))
+                    .primary(*span, "a count takes no suffix")
+                    .help(help)
             }
             UnknownUnit { span, unit, suggestion } => d(Code::E0206, format!("unknown unit `{unit}`"))
                 .primary(*span, "not a unit mpipec knows")
@@ -497,12 +547,17 @@ impl Error {
                 .primary(*span, "no region of this plan is replicated")
                 .help("remove `owner`, or give a region the `transpose` skeleton"),
             BadOwner { span, message, label, help } => d(Code::E0311, message.clone()).primary(*span, label.clone()).help(help.clone()),
-            AdjacentReplicated { first, second, cut, merged } => d(Code::E0312, "two adjacent replicated regions")
-                .primary(*second, "replicated, right after a replicated region")
-                .secondary(*first, "replicated too")
-                .note("adjacent replicated regions are one region written twice (normal form)")
-                .help(format!("merge them, `{merged}`, and give the merged region one `transpose`"))
-                .fix(*cut, merged.clone()),
+            AdjacentReplicated { first, second, merged, fix } => {
+                let diag = d(Code::E0312, "two adjacent replicated regions")
+                    .primary(*second, "replicated, right after a replicated region")
+                    .secondary(*first, "replicated too")
+                    .note("adjacent replicated regions are one region written twice (normal form)")
+                    .help(format!("merge them, `{merged}`, and give the merged region one `transpose`"));
+                match fix {
+                    Some((span, text)) => diag.fix(*span, text.clone()),
+                    None => diag,
+                }
+            }
             ReplicatedWithoutSharded { span } => d(Code::E0313, "no sharded region to hand the replicated region's output to")
                 .primary(*span, "every region of this schedule is replicated")
                 .help("a plan that only replicates is data parallelism; give the backbone a sharded skeleton such as `1f1b`"),

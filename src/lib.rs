@@ -7,6 +7,7 @@ pub mod ast;
 pub mod backend;
 pub mod bench;
 pub mod build;
+pub mod catalog;
 pub mod check;
 pub mod cost;
 pub mod derive;

@@ -11,6 +11,19 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         .map(|(_, c)| c.to_string())
 }
 
+/// Like [`did_you_mean`], and when no name is that close, the one name that spells `name` out
+/// (`h100` for `h100_sxm`): people write the short name of a product.
+pub fn did_you_mean_or_longer<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str> + Clone) -> Option<String> {
+    did_you_mean(name, candidates.clone()).or_else(|| {
+        let prefix = format!("{}_", name.to_lowercase());
+        let mut longer = candidates.into_iter().filter(|c| c.to_lowercase().starts_with(&prefix));
+        match (longer.next(), longer.next()) {
+            (Some(only), None) => Some(only.to_string()),
+            _ => None,
+        }
+    })
+}
+
 /// Optimal-string-alignment distance: a swap of neighbours (`1fb1`) counts as one edit.
 fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
@@ -45,5 +58,12 @@ mod tests {
         assert_eq!(did_you_mean("transpos", names).as_deref(), Some("transpose"));
         assert_eq!(did_you_mean("interleave", names).as_deref(), Some("interleaved"));
         assert_eq!(did_you_mean("zzz", names), None);
+    }
+
+    #[test]
+    fn a_short_name_finds_the_one_it_abbreviates() {
+        let names = ["h100_sxm", "h200_sxm", "qwen3_8b", "qwen3_32b"];
+        assert_eq!(super::did_you_mean_or_longer("h100", names).as_deref(), Some("h100_sxm"));
+        assert_eq!(super::did_you_mean_or_longer("qwen3", names), None, "two names extend it");
     }
 }

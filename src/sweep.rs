@@ -27,7 +27,7 @@ pub fn parse_vary(arg: &str) -> Result<Vary, String> {
             Some(i) => (&rest[..i], Some((&rest[i..i + 1], &rest[i + 1..]))),
             None => (rest, None),
         };
-        let num = |s: &str| s.trim().parse::<f64>().map_err(|_| format!("`{s}` in `{arg}` is not a number"));
+        let num = |s: &str| number(s).map_err(|e| format!("`{s}` in `{arg}` is not a number{e}"));
         let (a, b) = (num(a)?, num(b)?);
         let mut out = Vec::new();
         let mut x = a;
@@ -54,6 +54,24 @@ pub fn parse_vary(arg: &str) -> Result<Vary, String> {
         return Err(format!("`{arg}` names no key or no values"));
     }
     Ok(Vary { key: key.to_string(), values })
+}
+
+/// A bound or step of a range, read as the language reads numbers (`_` may group digits);
+/// the error says how to write a count given with a magnitude suffix (`8k`).
+fn number(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    if let Ok(x) = text.replace('_', "").parse::<f64>() {
+        return Ok(x);
+    }
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let readings = digits.parse::<f64>().ok().zip(crate::check::units::magnitude(&text[digits.len()..]));
+    Err(match readings {
+        Some((x, (decimal, binary))) if decimal != binary => {
+            format!(": write it in full, `{}` or `{}`", x * binary, x * decimal)
+        }
+        Some((x, (factor, _))) => format!(": write it in full, `{}`", x * factor),
+        None => String::new(),
+    })
 }
 
 /// Every combination of the varied values, first key slowest.
@@ -130,12 +148,14 @@ pub fn svg(points: &[Point], title: &str) -> String {
             }
         }
     }
-    let ymax = series
+    let highest = series
         .iter()
         .flat_map(|(_, s)| s.iter().map(|p| p.1))
         .chain(baselines.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)))
-        .fold(0.0, f64::max)
-        * 1.08;
+        .fold(0.0, f64::max);
+    let step = tick_step(highest * 1.02);
+    let ticks = (highest * 1.02 / step).ceil().max(1.0) as usize;
+    let ymax = step * ticks as f64;
     let px = |x: f64| left + if x1 > x0 { w * (fx(x) - x0) / (x1 - x0) } else { w / 2.0 };
     let py = |y: f64| top + h - if ymax > 0.0 { h * y / ymax } else { 0.0 };
     let colours = ["#1f78b4", "#e31a1c", "#33a02c", "#6a3d9a", "#ff7f00", "#b15928"];
@@ -159,17 +179,17 @@ pub fn svg(points: &[Point], title: &str) -> String {
         top + h,
         top + h
     );
-    for k in 0..=5 {
-        let y = ymax * k as f64 / 5.0;
+    for k in 0..=ticks {
+        let y = step * k as f64;
         let _ = writeln!(
             out,
-            r##"<line x1="{}" y1="{:.1}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{}" y="{:.1}" text-anchor="end">{:.2} s</text>"##,
+            r##"<line x1="{}" y1="{:.1}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
             left - 4.0,
             py(y),
             py(y),
             left - 8.0,
             py(y) + 4.0,
-            y
+            tick_label(y, step)
         );
     }
     let mut seen: Vec<f64> = Vec::new();
@@ -193,14 +213,20 @@ pub fn svg(points: &[Point], title: &str) -> String {
     let key = points.first().and_then(|p| p.values.first()).map(|(k, _)| k.clone()).unwrap_or_default();
     let _ = writeln!(
         out,
-        r#"<text x="{}" y="{}" text-anchor="middle">{key}{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">step time</text>"#,
+        r#"<text x="{}" y="{}" text-anchor="middle">{key}{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">step time (s)</text>"#,
         left + w / 2.0,
         top + h + 36.0,
-        if geometric { " (log scale)" } else { "" },
+        match (unit_of(&key), geometric) {
+            (Some(unit), true) => format!(" ({unit}, log scale)"),
+            (Some(unit), false) => format!(" ({unit})"),
+            (None, true) => " (log scale)".to_string(),
+            (None, false) => String::new(),
+        },
         top + h / 2.0,
         top + h / 2.0
     );
     let mut ly = top;
+    out.push_str("<g id=\"legend\" class=\"legend\">\n");
     let legend = |out: &mut String, ly: &mut f64, colour: &str, dash: &str, name: &str| {
         let _ = writeln!(
             out,
@@ -267,6 +293,59 @@ pub fn svg(points: &[Point], title: &str) -> String {
         left + w + 20.0,
         ly + 42.0
     );
-    out.push_str("</svg>\n");
+    out.push_str("</g>\n</svg>\n");
     out
+}
+
+/// The distance between axis ticks: 1, 2, 2.5 or 5 times a power of ten, giving about five
+/// ticks up to `max`, so the labels are round numbers.
+fn tick_step(max: f64) -> f64 {
+    if !(max.is_finite() && max > 0.0) {
+        return 1.0;
+    }
+    let raw = max / 5.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let factor = [1.0, 2.0, 2.5, 5.0, 10.0].into_iter().find(|f| f * magnitude >= raw).unwrap_or(10.0);
+    factor * magnitude
+}
+
+/// A tick's value with as many decimals as its step needs (`2.5` steps need one more).
+fn tick_label(value: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize
+        + usize::from((step / 10f64.powf(step.log10().floor()) - 2.5).abs() < 1e-9);
+    format!("{value:.decimals$}")
+}
+
+/// The unit of a varied key, for the x axis's title.
+fn unit_of(key: &str) -> Option<&'static str> {
+    Some(match key.rsplit('.').next()? {
+        "image_tokens" | "seq_len" => "tokens",
+        "micro_batch_size" => "sequences",
+        "microbatches" => "microbatches",
+        "devices" | "pp" | "dp" | "tp" | "ep" => "devices",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tick_label, tick_step};
+
+    #[test]
+    fn range_bounds_read_like_the_language_and_say_how_to_write_8k() {
+        assert_eq!(super::parse_vary("batch.seq_len=4_096..8_192*2").unwrap().values, ["4096", "8192"]);
+        let err = super::parse_vary("batch.seq_len=4k..8192*2").unwrap_err();
+        assert_eq!(err, "`4k` in `batch.seq_len=4k..8192*2` is not a number: write it in full, `4096` or `4000`");
+    }
+
+    #[test]
+    fn ticks_fall_on_round_numbers() {
+        // The paper's sweep peaks near 6.5 s: ticks 0, 2, 4, 6, 8, never 5.67 or 11.35.
+        assert_eq!(tick_step(6.65), 2.0);
+        assert_eq!(tick_step(28.4), 10.0);
+        assert_eq!(tick_step(0.012), 0.0025);
+        assert_eq!(tick_label(6.0, 2.0), "6");
+        assert_eq!(tick_label(0.0075, 0.0025), "0.0075");
+        assert_eq!(tick_label(1.5, 0.5), "1.5");
+    }
 }

@@ -256,7 +256,7 @@ fn msrun_starts_two_workers_on_loopback() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One cell of the README's skeleton × target table: what `verdict` says of `schedule`.
+/// One cell of the skeleton × target table of docs/backends.md: what `verdict` says of `schedule`.
 fn cell(text: &str, target: Target) -> String {
     let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &common::repo_loader(&[]));
     let plan = checked.plan.unwrap_or_else(|| panic!("{text}: {:?}", checked.diagnostics));
@@ -279,7 +279,7 @@ fn cell(text: &str, target: Target) -> String {
     }
 }
 
-/// The README's table, from the code: a row per schedule, a column per target.
+/// The table of docs/backends.md, from the code: a row per schedule, a column per target.
 fn native_table() -> String {
     let lm = |schedule: &str| {
         format!(
@@ -326,10 +326,10 @@ fn native_table() -> String {
 }
 
 #[test]
-fn the_readme_table_is_what_the_backends_do() {
-    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+fn the_documented_table_is_what_the_backends_do() {
+    let doc = std::fs::read_to_string(common::root().join("docs/backends.md")).unwrap();
     let table = native_table();
-    assert!(readme.contains(&table), "README.md's skeleton x target table is stale; it should read:\n{table}");
+    assert!(doc.contains(&table), "docs/backends.md's skeleton x target table is stale; it should read:\n{table}");
 }
 
 /// `build` refuses a target that cannot run the plan as written and writes nothing; with

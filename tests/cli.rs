@@ -135,6 +135,51 @@ fn explain_every_code() {
 }
 
 #[test]
+fn explain_lists_every_code_with_its_title() {
+    let o = mpipec(&["explain", "--list"]);
+    assert_eq!(o.status.code(), Some(0));
+    let lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    let expected: Vec<String> = Code::ALL.iter().map(|c| format!("{}  {}", c.as_str(), c.summary())).collect();
+    assert_eq!(lines, expected);
+}
+
+#[test]
+fn std_lists_every_definition_of_the_standard_library() {
+    let o = mpipec(&["std"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for (module, name, _) in mpipe::resolve::stdlib::index() {
+        assert!(out.lines().any(|l| l.starts_with(&format!("{name} "))), "{module}::{name} is not listed:\n{out}");
+    }
+    assert!(out.contains("989.5 TFLOP/s"), "h100_sxm's dense bf16 peak:\n{out}");
+    let models = stdout(&mpipec(&["std", "models"]));
+    assert!(models.contains("llama3_8b") && !models.contains("h100_sxm"), "{models}");
+}
+
+#[test]
+fn help_says_what_arguments_are_and_what_build_writes() {
+    let build = stdout(&mpipec(&["build", "--help"]));
+    for output in ["plan.json", "plan.txt", "report.json", "timeline.svg", "timeline.json", "schedule.csv"] {
+        assert!(build.contains(output), "build --help does not name {output}:\n{build}");
+    }
+    for command in ["build", "sim", "sweep", "tune", "verify", "check", "fmt", "explain"] {
+        let help = stdout(&mpipec(&[command, "--help"]));
+        let arguments = help.split("Arguments:").nth(1).unwrap_or_else(|| panic!("{command} --help:\n{help}"));
+        let first = arguments.lines().find(|l| !l.trim().is_empty()).unwrap();
+        // `<PLAN>  The plan …` (short help) or the text on the next line (long help).
+        assert!(
+            first.trim().split_once("  ").is_some() || arguments.lines().nth(2).is_some_and(|l| !l.trim().is_empty()),
+            "{command}: a positional argument without text:\n{help}"
+        );
+    }
+    for command in ["explain", "std", "lsp", "bench"] {
+        let help = stdout(&mpipec(&[command, "--help"]));
+        assert!(!help.contains("--set") && !help.contains("--message-format"), "{command} --help:\n{help}");
+    }
+    assert!(stdout(&mpipec(&["sim", "--help"])).contains("--set"));
+}
+
+#[test]
 fn explain_unknown_code_suggests() {
     let o = mpipec(&["explain", "E0399"]);
     assert_eq!(o.status.code(), Some(2));
@@ -298,4 +343,15 @@ fn a_symlink_cannot_smuggle_a_file_in() {
     assert!(!stderr(&o).contains("E0107"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&outside).unwrap();
+}
+
+#[test]
+fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
+    let text_only = stdout(&mpipec(&["sim", "examples/llm_1f1b.mpipe"]));
+    assert!(
+        text_only.contains("slack w_r") && !text_only.contains("encoder E_r") && !text_only.contains("spill"),
+        "{text_only}"
+    );
+    let with_encoder = stdout(&mpipec(&["sim", "examples/paper_small.mpipe"]));
+    assert!(with_encoder.contains("encoder E_r") && with_encoder.contains("spill"), "{with_encoder}");
 }

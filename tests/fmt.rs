@@ -79,6 +79,14 @@ fn comments_stay_where_they_were_written() {
 }
 
 #[test]
+fn a_comment_stays_with_the_statement_it_follows_on_a_brace_line() {
+    let text = "model vlm { enc = qwen3_vl_vit { frozen = true; } // c\n    llm = qwen3_8b;\n}\n";
+    let formatted = mpipe::fmt::format(text).unwrap();
+    assert_eq!(formatted, "model vlm {\n    enc = qwen3_vl_vit { frozen = true; } // c\n    llm = qwen3_8b;\n}\n");
+    assert_eq!(mpipe::fmt::format(&formatted).unwrap(), formatted);
+}
+
+#[test]
 fn trailing_comments_align_like_a_table() {
     let text = "batch {\n    microbatches = 16; // M\n    seq_len = 8192; // tokens\n}\n";
     assert_eq!(

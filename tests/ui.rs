@@ -66,3 +66,35 @@ fn diagnostics_are_sorted_by_position() {
     assert_eq!(positions, sorted);
     assert!(checked.diagnostics.len() >= 4, "all independent errors are reported in one run");
 }
+
+/// A fix-it is a promise: applied, it removes its diagnostic without causing another. Every
+/// fixture's every fix is applied to the file it points into and the result checked again.
+#[test]
+fn fixes_leave_plans_that_check() {
+    let loader = common::ui_loader();
+    let mut fixes = 0;
+    for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
+        let before = mpipe::check_with(&key, &key, bytes.clone(), &loader, &set).all_diagnostics();
+        let errors = |all: &[mpipe::diagnostics::Diagnostic]| -> BTreeSet<Code> {
+            all.iter().filter(|d| d.is_error()).map(|d| d.code).collect()
+        };
+        for diagnostic in before.iter().filter(|d| d.fix.is_some()) {
+            let fix = diagnostic.fix.as_ref().unwrap();
+            let checked = mpipe::check_with(&key, &key, bytes.clone(), &loader, &set);
+            if checked.program.sources.get(fix.span.file).name != key {
+                continue; // a fix inside an override or an imported file
+            }
+            let mut text = String::from_utf8(bytes.clone()).unwrap();
+            text.replace_range(fix.span.range(), &fix.replacement);
+            let after = mpipe::check_with(&key, &key, text.clone().into_bytes(), &loader, &set).all_diagnostics();
+            let (was, now) = (errors(&before), errors(&after));
+            assert!(
+                !now.contains(&diagnostic.code) && now.is_subset(&was),
+                "{key}: the fix of {:?} leaves {now:?} (before: {was:?}):\n{text}",
+                diagnostic.code
+            );
+            fixes += 1;
+        }
+    }
+    assert!(fixes >= 3, "the fixtures show fewer fixes than they did ({fixes})");
+}

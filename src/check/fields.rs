@@ -265,8 +265,18 @@ impl Ctx<'_> {
         match &q.unit {
             None => Some(()),
             Some(u) => {
-                let found = units::lookup(&u.name).map(|(d, _)| d);
-                self.error(Error::UnitMismatch { span, expected: None, found });
+                match units::lookup(&u.name) {
+                    Some((dim, _)) => self.error(Error::UnitMismatch { span, expected: None, found: Some(dim) }),
+                    None => self.error(Error::CountSuffix {
+                        span,
+                        written: format!("{}{}", q.digits, u.name),
+                        readings: units::magnitude(&u.name).and_then(|(decimal, binary)| {
+                            let whole =
+                                |f: f64| Some(q.value * f).filter(|v| v.fract() == 0.0 && *v <= MAX_COUNT as f64);
+                            Some((whole(decimal)? as u64, whole(binary)? as u64))
+                        }),
+                    }),
+                }
                 None
             }
         }

@@ -56,33 +56,7 @@ impl Ctx<'_> {
 /// Checks a loaded program. Returns the plan when the root module is a complete, valid plan;
 /// `None` when it has errors or is a library of definitions only.
 pub fn check(program: &Program, loader: Option<&dyn crate::resolve::loader::Loader>) -> (Option<Plan>, Vec<Error>) {
-    let mut ctx = Ctx {
-        program,
-        loader,
-        errors: Vec::new(),
-        used: BTreeSet::new(),
-        hardware: BTreeMap::new(),
-        archs: BTreeMap::new(),
-        split_spans: Vec::new(),
-        transpose_spans: Vec::new(),
-    };
-    for (m, module) in program.modules.iter().enumerate() {
-        let Some(ast) = &module.ast else { continue };
-        for (i, item) in ast.items.iter().enumerate() {
-            let id = DefId { module: m, item: i };
-            match item {
-                Item::Definition(d) if d.kind == DefKind::Hardware => {
-                    let built = ctx.build_hardware(id);
-                    ctx.hardware.insert(id, built);
-                }
-                Item::Definition(d) if d.kind != DefKind::Model => {
-                    let built = ctx.build_arch(id);
-                    ctx.archs.insert(id, built);
-                }
-                _ => {}
-            }
-        }
-    }
+    let mut ctx = Ctx::with_definitions(program, loader);
     for (m, module) in program.modules.iter().enumerate().skip(1) {
         if let Some(ast) = &module.ast {
             for item in &ast.items {
@@ -100,6 +74,47 @@ pub fn check(program: &Program, loader: Option<&dyn crate::resolve::loader::Load
     (plan, errors)
 }
 
+/// Every hardware and architecture definition of the program that checks, in source order:
+/// what a library of definitions amounts to (`mpipec std` lists the standard library's).
+pub fn definitions(program: &Program) -> (Vec<Hardware>, Vec<Arch>) {
+    let ctx = Ctx::with_definitions(program, None);
+    (ctx.hardware.into_values().flatten().collect(), ctx.archs.into_values().flatten().collect())
+}
+
+impl<'a> Ctx<'a> {
+    /// A checker with every definition of the program built (or its errors recorded).
+    fn with_definitions(program: &'a Program, loader: Option<&'a dyn crate::resolve::loader::Loader>) -> Ctx<'a> {
+        let mut ctx = Ctx {
+            program,
+            loader,
+            errors: Vec::new(),
+            used: BTreeSet::new(),
+            hardware: BTreeMap::new(),
+            archs: BTreeMap::new(),
+            split_spans: Vec::new(),
+            transpose_spans: Vec::new(),
+        };
+        for (m, module) in program.modules.iter().enumerate() {
+            let Some(ast) = &module.ast else { continue };
+            for (i, item) in ast.items.iter().enumerate() {
+                let id = DefId { module: m, item: i };
+                match item {
+                    Item::Definition(d) if d.kind == DefKind::Hardware => {
+                        let built = ctx.build_hardware(id);
+                        ctx.hardware.insert(id, built);
+                    }
+                    Item::Definition(d) if d.kind != DefKind::Model => {
+                        let built = ctx.build_arch(id);
+                        ctx.archs.insert(id, built);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        ctx
+    }
+}
+
 /// The keyword of an item only a plan may hold, for "`cut` in an imported file".
 fn plan_item(item: &Item) -> Option<&'static str> {
     match item {
@@ -113,12 +128,15 @@ fn plan_item(item: &Item) -> Option<&'static str> {
     }
 }
 
-/// The standard-library module that defines `name` as one of `kinds`, for "import it" help.
-pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<String> {
-    crate::resolve::stdlib::index()
-        .iter()
-        .find(|(_, n, k)| n == name && kinds.contains(k))
-        .map(|(m, _, _)| m.to_string())
+/// The standard-library module and name of a definition of `kinds` called `name`, or else
+/// of the one whose name is closest, for "import it" help: names not imported count too.
+pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<(String, String)> {
+    let of_kind = || crate::resolve::stdlib::index().iter().filter(|(_, _, k)| kinds.contains(k));
+    let found = of_kind()
+        .find(|(_, n, _)| n == name)
+        .map(|(_, n, _)| n.clone())
+        .or_else(|| crate::suggest::did_you_mean_or_longer(name, of_kind().map(|(_, n, _)| n.as_str())))?;
+    of_kind().find(|(_, n, _)| *n == found).map(|(m, n, _)| (m.to_string(), n.clone()))
 }
 
 impl Ctx<'_> {

@@ -217,8 +217,9 @@ impl Ctx<'_> {
             if layouts[i - 1] == Layout::Replicated && layouts[i] == Layout::Replicated {
                 adjacent = true;
                 let merged = merged_cut(self, cut, layouts);
+                let fix = normal_form_fix(self, (cut, &merged), schedule, layouts);
                 let (first, second) = (cut.regions[i - 1].span, cut.regions[i].span);
-                self.error(Error::AdjacentReplicated { first, second, cut: cut.span, merged });
+                self.error(Error::AdjacentReplicated { first, second, merged, fix });
             }
         }
         let any_replicated = layouts.contains(&Layout::Replicated);
@@ -293,6 +294,30 @@ fn sharded_skeletons(schedule: &[RegionSchedule]) -> Vec<crate::algebra::Skeleto
 }
 
 /// The cut with every run of adjacent replicated regions joined by `+`.
+/// E0312's fix: the merged cut and one skeleton per merged region, as one edit over both
+/// statements, since merging the cut alone leaves a skeleton too many (E0305). None when the
+/// two come from different sources (a `--set` override), where no one edit reaches both.
+fn normal_form_fix(
+    ctx: &Ctx,
+    (cut, merged): (&ast::CutStmt, &str),
+    schedule: &ast::ScheduleStmt,
+    layouts: &[Layout],
+) -> Option<(Span, String)> {
+    if cut.span.file != schedule.span.file || schedule.skeletons.len() != layouts.len() {
+        return None;
+    }
+    let kept: Vec<String> = (schedule.skeletons.iter().enumerate())
+        .filter(|&(i, _)| i == 0 || layouts[i] != Layout::Replicated || layouts[i - 1] != Layout::Replicated)
+        .map(|(_, s)| ctx.program.sources.text(s.span).split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let schedule_text = format!("schedule {};", kept.join(", "));
+    let mut edits = [(cut.span, merged.to_string()), (schedule.span, schedule_text)];
+    edits.sort_by_key(|e| e.0.start);
+    let whole = edits[0].0.to(edits[1].0);
+    let between = &ctx.program.sources.get(whole.file).text[edits[0].0.end as usize..edits[1].0.start as usize];
+    Some((whole, format!("{}{between}{}", edits[0].1, edits[1].1)))
+}
+
 fn merged_cut(ctx: &Ctx, cut: &ast::CutStmt, layouts: &[Layout]) -> String {
     let mut groups: Vec<String> = Vec::new();
     for (i, region) in cut.regions.iter().enumerate() {

@@ -71,6 +71,22 @@ pub const UNITS: &[(&str, Dimension, f64)] = &[
     ("PFLOP", Dimension::Flops, 1e15),
 ];
 
+/// A magnitude suffix people write after counts (`8k`, `2M`, `4Ki`), which mpipec does not
+/// read because `k` is 1000 to some and 1024 to others: its decimal and binary factors, so a
+/// diagnostic can offer both readings.
+pub fn magnitude(suffix: &str) -> Option<(f64, f64)> {
+    let (decimal, binary) = match suffix {
+        "k" | "K" => (1e3, 1024.0),
+        "m" | "M" => (1e6, 1048576.0),
+        "g" | "G" => (1e9, 1073741824.0),
+        "Ki" => (1024.0, 1024.0),
+        "Mi" => (1048576.0, 1048576.0),
+        "Gi" => (1073741824.0, 1073741824.0),
+        _ => return None,
+    };
+    Some((decimal, binary))
+}
+
 pub fn lookup(unit: &str) -> Option<(Dimension, f64)> {
     UNITS.iter().find(|(u, _, _)| *u == unit).map(|(_, d, f)| (*d, *f))
 }

@@ -1,11 +1,23 @@
-//! `mpipec explain CODE`
+//! `mpipec explain CODE`, `mpipec explain --list`
 
 use mpipe::diagnostics::Code;
 use mpipe::suggest::did_you_mean;
 
 use super::EXIT_USAGE;
 
-pub fn run(code: &str) -> u8 {
+pub fn run(code: Option<&str>, list: bool) -> u8 {
+    match code {
+        Some(code) if !list => explain(code),
+        _ => {
+            for c in Code::ALL {
+                println!("{}  {}", c.as_str(), c.summary());
+            }
+            0
+        }
+    }
+}
+
+fn explain(code: &str) -> u8 {
     match Code::parse(code) {
         Some(c) => {
             print!("{}", c.explain());
@@ -17,7 +29,7 @@ pub fn run(code: &str) -> u8 {
             if let Some(s) = did_you_mean(&upper, Code::ALL.iter().map(|c| c.as_str())) {
                 eprintln!("help: did you mean `{s}`?");
             } else {
-                eprintln!("help: codes look like `E0001`; `mpipec check` prints them with every diagnostic");
+                eprintln!("help: codes look like `E0001`; `mpipec explain --list` lists them all");
             }
             EXIT_USAGE
         }

@@ -9,8 +9,10 @@ mod format;
 mod loader;
 mod lsp;
 mod output;
+mod progress;
 mod report;
 mod sim;
+mod stdlib;
 mod sweep;
 mod tune;
 mod verify;
@@ -76,7 +78,8 @@ pub enum TuneObjective {
 enum Command {
     /// Check plans and report every diagnostic
     Check {
-        #[arg(required = true)]
+        /// Plans, or files of definitions, to check
+        #[arg(required = true, value_name = "FILE")]
         files: Vec<std::path::PathBuf>,
     },
     /// Print files in canonical form (in place, or check that they are)
@@ -87,12 +90,14 @@ enum Command {
         /// Read a file from standard input and print it formatted
         #[arg(long, conflicts_with = "files")]
         stdin: bool,
-        #[arg(required_unless_present = "stdin")]
+        /// Files to format in place
+        #[arg(required_unless_present = "stdin", value_name = "FILE")]
         files: Vec<std::path::PathBuf>,
     },
     /// Simulate the derived plan on the cost model: step time, bounds, MFU, per-rank slack,
     /// spill and memory, and a terminal timeline
     Sim {
+        /// The plan (.mpipe) to simulate
         plan: std::path::PathBuf,
         /// Print report.json instead of the table
         #[arg(long)]
@@ -110,6 +115,7 @@ enum Command {
     },
     /// Simulate the plan over a range of values: a table, and with -o a plot (sweep.svg)
     Sweep {
+        /// The plan (.mpipe) whose values are varied; it must check as written
         plan: std::path::PathBuf,
         /// KEY=RANGE, KEY as in --set: `batch.image_tokens=1024..65536*2`, `cluster.pp=2..8+2`,
         /// `owner=by_microbatch,round_robin` (repeatable: every combination)
@@ -127,6 +133,7 @@ enum Command {
     },
     /// Search pp·dp·tp, skeletons, encoder cuts, owners and microbatch sizes for the fastest plan
     Tune {
+        /// The plan (.mpipe) to start from: its model, hardware and global batch stay
         plan: std::path::PathBuf,
         /// Devices to plan for (default: the plan's)
         #[arg(long)]
@@ -160,10 +167,35 @@ enum Command {
     },
     /// Run the language server over stdio (for editors)
     Lsp,
-    /// Print the long explanation of a diagnostic code
-    Explain { code: String },
-    /// Derive the per-rank plan and write plan.json, plan.txt and schedule.csv
+    /// Print the long explanation of a diagnostic code, or list every code
+    Explain {
+        /// A diagnostic code, such as E0305 (printed with every diagnostic)
+        #[arg(required_unless_present = "list")]
+        code: Option<String>,
+        /// List every code with its one-line title
+        #[arg(long, conflicts_with = "code")]
+        list: bool,
+    },
+    /// List the standard library: hardware (peak FLOP/s, memory, links) and models (layers,
+    /// hidden size, parameters), with the `use` line of each
+    Std {
+        /// Which part to list (default: both)
+        #[arg(value_enum)]
+        what: Option<stdlib::What>,
+    },
+    /// Check and derive the plan, simulate it, and write the per-rank plan and its pictures
+    ///
+    /// Writes into OUT: plan.json (the per-rank instruction lists, the contract the backends
+    /// read), plan.txt (the same lists for people), report.json (the simulated step: step
+    /// time, bounds, MFU, per-rank busy, idle, slack, spill and memory), timeline.svg (the
+    /// step as a picture, a lane per rank), timeline.json (a Chrome trace for Perfetto or
+    /// chrome://tracing; both timelines are left out above 200 000 instructions),
+    /// schedule.csv (all-sharded plans: the compute order in torch's CSV format), and one
+    /// directory per target (OUT/torch, OUT/megatron, OUT/mindformers, OUT/mindspeed-mm,
+    /// OUT/hyperparallel) with its launch script and configuration. OUT/.mpipec-manifest
+    /// records what mpipec wrote.
     Build {
+        /// The plan (.mpipe) to build
         plan: std::path::PathBuf,
         /// Output directory
         #[arg(short, long, default_value_os_t = build::default_out())]
@@ -183,6 +215,7 @@ enum Command {
     /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
     /// pipelining; compare loss, gradients and parameters
     Verify {
+        /// The plan (.mpipe) whose miniature is run
         plan: std::path::PathBuf,
         /// Pipeline ranks of the miniature (default: the plan's pp)
         #[arg(long)]
@@ -208,12 +241,37 @@ enum Command {
 pub const EXIT_INPUT: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
+/// Subcommands that read no plan and print no diagnostics: the global options about plans
+/// and diagnostics mean nothing there, so their help leaves them out.
+const NO_PLAN: &[&str] = &["explain", "std", "lsp", "bench"];
+const PLAN_OPTIONS: &[&str] = &["color", "message_format", "allow_outside", "set"];
+
+fn command() -> clap::Command {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    // clap gives a global option to every subcommand that has no argument of its name; a
+    // hidden one of that name keeps it out of these subcommands' help.
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|a| PLAN_OPTIONS.contains(&a.get_id().as_str()))
+        .map(|a| a.clone().global(false).hide(true))
+        .collect();
+    for name in NO_PLAN {
+        command = command.mut_subcommand(name, |sub| sub.args(hidden.clone()));
+    }
+    command
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let status = match &cli.command {
         Command::Check { files } => check::run(&cli.global, files),
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
-        Command::Explain { code } => explain::run(code),
+        Command::Explain { code, list } => explain::run(code.as_deref(), *list),
+        Command::Std { what } => stdlib::run(*what),
         Command::Lsp => lsp::run(),
         Command::Bench { json, runs } => bench::run(*json, *runs),
         Command::Tune { plan, devices, objective, memory_limit, top, seed, out, per_batch } => tune::run(

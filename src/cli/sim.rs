@@ -59,6 +59,36 @@ pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Opt
     0
 }
 
+/// The per-rank table. A column that is zero on every rank says nothing (encoder work and
+/// spill of a plan without an encoder), so it is left out.
+fn rank_table(ranks: &[mpipe::sim::report::RankReport]) -> String {
+    use mpipe::sim::report::RankReport;
+    type Column = (&'static str, usize, fn(&RankReport) -> String, fn(&RankReport) -> f64);
+    let columns: [Column; 7] = [
+        ("busy", 11, |x| seconds(x.busy_s), |x| x.busy_s),
+        ("idle", 11, |x| seconds(x.idle_s), |x| x.idle_s),
+        ("slack w_r", 11, |x| seconds(x.warmup_slack_s), |x| x.warmup_slack_s),
+        ("encoder E_r", 12, |x| seconds(x.encoder_s), |x| x.encoder_s),
+        ("spill", 8, |x| seconds(x.spill_s), |x| x.spill_s),
+        ("peak memory", 13, |x| gib(x.peak_memory_bytes), |x| x.peak_memory_bytes),
+        ("live mbs", 9, |x| x.peak_live_microbatches.to_string(), |x| f64::from(x.peak_live_microbatches)),
+    ];
+    let shown: Vec<&Column> = columns.iter().filter(|c| ranks.iter().any(|x| c.3(x) != 0.0)).collect();
+    let mut out = String::from("\n rank");
+    for (name, width, _, _) in &shown {
+        let _ = write!(out, " {name:>width$}");
+    }
+    out.push('\n');
+    for x in ranks {
+        let _ = write!(out, " {:>4}", x.rank);
+        for (_, width, cell, _) in &shown {
+            let _ = write!(out, " {:>width$}", cell(x));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn human(plan: &mpipe::check::spec::Plan, ir: &mpipe::ir::PlanIr, r: &Report, timeline: &str) -> String {
     let c = &plan.cluster;
     let schedule: Vec<String> = plan.schedule.iter().map(|s| s.skeleton.to_string()).collect();
@@ -95,21 +125,7 @@ fn human(plan: &mpipe::check::spec::Plan, ir: &mpipe::ir::PlanIr, r: &Report, ti
     if let Some(first) = r.first_step_s {
         let _ = writeln!(out, "first step     {:>10}   its prologue encodes its own batch (lookahead)", seconds(first));
     }
-    let _ = writeln!(out, "\n rank        busy        idle   slack w_r  encoder E_r    spill   peak memory  live mbs");
-    for x in &r.ranks {
-        let _ = writeln!(
-            out,
-            " {:>4} {:>11} {:>11} {:>11} {:>12} {:>8} {:>13} {:>9}",
-            x.rank,
-            seconds(x.busy_s),
-            seconds(x.idle_s),
-            seconds(x.warmup_slack_s),
-            seconds(x.encoder_s),
-            seconds(x.spill_s),
-            gib(x.peak_memory_bytes),
-            x.peak_live_microbatches
-        );
-    }
+    out.push_str(&rank_table(&r.ranks));
     let _ = writeln!(
         out,
         "\ntimeline (F forward, B backward, I/W backward input/weight, e/b encoder forward/backward, . idle)"

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use mpipe::sweep::{self, Point};
 
+use super::progress::Progress;
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
@@ -34,17 +35,13 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
         Ok(_) => {}
     }
     let total = grid.len();
-    let started = std::time::Instant::now();
+    let mut progress = Progress::new("sweeping");
     let mut points = Vec::with_capacity(total);
     for (i, values) in grid.into_iter().enumerate() {
-        if started.elapsed().as_secs_f64() > 1.0 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprint!("\r  sweeping {}/{total}", i + 1);
-        }
+        progress.update(i, total);
         points.push(point(global, plan, values, compare));
     }
-    if started.elapsed().as_secs_f64() > 1.0 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!();
-    }
+    drop(progress);
     reporter.finish();
     if json {
         println!(

@@ -1,6 +1,5 @@
 //! `mpipec tune PLAN [--devices N] [--objective step_time|mfu] [--memory-limit SIZE] [--top K] [-o FILE]`
 
-use std::io::IsTerminal;
 use std::path::Path;
 
 use mpipe::tune::{self, Objective};
@@ -65,8 +64,7 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     let devices = opts.devices.unwrap_or(spec.cluster.devices);
     let limit = opts.memory_limit.unwrap_or(spec.cluster.hardware.hbm_bytes);
     let candidates = tune::space(&spec, devices);
-    let started = std::time::Instant::now();
-    let terminal = std::io::stderr().is_terminal();
+    let mut progress = super::progress::Progress::new("tuning");
     let outcome = tune::search(
         candidates,
         opts.objective,
@@ -79,17 +77,9 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
             let peak = r.ranks.iter().map(|x| x.peak_memory_bytes).fold(0.0, f64::max);
             (peak <= limit).then_some(r)
         },
-        |done, total| {
-            if terminal && started.elapsed().as_secs_f64() > 1.0 {
-                let width = 30;
-                let filled = width * done / total.max(1);
-                eprint!("\r  tuning [{}{}] {done}/{total}", "#".repeat(filled), " ".repeat(width - filled));
-            }
-        },
+        |done, total| progress.update(done, total),
     );
-    if terminal && started.elapsed().as_secs_f64() > 1.0 {
-        eprintln!();
-    }
+    drop(progress);
     reporter.finish();
     println!(
         "{} candidates for {devices} devices, {} evaluated ({}), {} valid and within {:.1} GiB",

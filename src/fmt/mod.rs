@@ -187,12 +187,14 @@ impl Printer<'_> {
     }
 
     /// Attaches comments starting before `until` to the line just printed, as long as they
-    /// stand on its source line: one on a later line is left to `flush_comments`, which
-    /// prints it at the indent of the code it precedes (inside a block opened on this line).
+    /// follow its code with nothing between: one on a later line, or after more code on the
+    /// same source line (`model m { enc = vit; // c`), belongs to that code and is left to
+    /// `flush_comments` or to that code's own line.
     fn trailing(&mut self, until: usize) {
         while self.next < self.comments.len() && self.comments[self.next].start < until {
             let c = self.comments[self.next].clone();
-            if self.line_comment_open || self.src[self.last_end.min(c.start)..c.start].contains('\n') {
+            let gap = &self.src[self.last_end.min(c.start)..c.start];
+            if self.line_comment_open || gap.contains('\n') || !gap.trim().is_empty() {
                 break;
             }
             self.next += 1;

@@ -165,8 +165,10 @@ impl Lower {
             .into_inner()
             .skip(1)
             .map(|region| {
-                let span = self.span(&region);
-                let segments = region.into_inner().map(|s| self.segment(s)).collect();
+                let mut span = self.span(&region);
+                let segments: Vec<Segment> = region.into_inner().map(|s| self.segment(s)).collect();
+                // pest's span takes in the blanks it skipped looking for another `+`.
+                span.end = segments.last().map_or(span.end, |s: &Segment| s.span.end);
                 RegionExpr { segments, span }
             })
             .collect();

@@ -56,8 +56,40 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Er
     }
     expected.sort_unstable();
     expected.dedup();
+    if let Some(end) = expected.contains(&"`;`").then(|| missing_semicolon(text, start)).flatten() {
+        return Error::MissingSemicolon { span: Span::new(file, end, end) };
+    }
     let unclosed = limits::unclosed(text).filter(|&o| o < start).map(|o| Span::new(file, o, o + 1));
     Error::Syntax { span: Span::new(file, start, end), expected, found: found.0, unclosed }
+}
+
+/// Where a `;` is missing when the parser, wanting one, stopped on a later line than the last
+/// code before it: the end of that code. pest points at the next line's first token (or the
+/// newline after a number), which is not where the fix goes.
+fn missing_semicolon(text: &str, stop: usize) -> Option<usize> {
+    let mut comments = Vec::new();
+    scan::scan(text, |l| {
+        if let scan::Lexeme::Comment { start, end } = l {
+            comments.push((start, end));
+        }
+    });
+    let mut end = stop;
+    loop {
+        end = text[..end].trim_end().len();
+        match comments.iter().find(|c| c.1 == end && c.0 < end) {
+            Some(c) => end = c.0,
+            None => break,
+        }
+    }
+    let mut next = stop;
+    loop {
+        next += text[next..].len() - text[next..].trim_start().len();
+        match comments.iter().find(|c| c.0 == next) {
+            Some(c) => next = c.1,
+            None => break,
+        }
+    }
+    (end > 0 && text[end..next].contains('\n')).then_some(end)
 }
 
 /// Punctuation the grammar spells as literals, as "expected …" names it.

@@ -1,0 +1,177 @@
+//! The documents' figures are fresh: every block of command output quoted in README.md and
+//! docs/*.md, and every picture they show, is what the named command prints or writes today.
+//!
+//! A quoted output is marked in the Markdown as
+//!
+//! ````text
+//! <!-- output: mpipec sim examples/paper_small.mpipe --compare -->
+//! ```text
+//! $ mpipec sim examples/paper_small.mpipe --compare
+//! …what it prints…
+//! ```
+//! <!-- end output -->
+//! ````
+//!
+//! (`stderr:` instead of `output:` quotes the diagnostics), and a picture as
+//! `<!-- figure docs/x.svg: mpipec sweep … -o OUT; OUT/sweep.svg -->`. `OUT` stands for a fresh
+//! directory. `MPIPEC_BLESS=1 cargo test --test docs` rewrites every block and picture from
+//! its command; without it any difference fails, naming the command.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BLESS: &str = "MPIPEC_BLESS";
+
+/// The Markdown files whose figures are checked.
+fn documents() -> Vec<PathBuf> {
+    let mut docs = common::files_under(&common::root().join("docs"), "md");
+    docs.push(common::root().join("README.md"));
+    docs
+}
+
+/// Runs `mpipec ARGS` in the repository root, with `OUT` replaced by a fresh directory;
+/// returns stdout, stderr (both with that directory written back as `OUT`) and the directory.
+fn run(command: &str, scratch: &Path) -> (String, String, PathBuf) {
+    let out = scratch.join("OUT");
+    let _ = std::fs::remove_dir_all(&out);
+    let mut words = command.split_whitespace();
+    assert_eq!(words.next(), Some("mpipec"), "a documented command must run mpipec: `{command}`");
+    let args: Vec<String> = words.map(|w| w.replace("OUT", &out.to_string_lossy())).collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .args(&args)
+        .current_dir(common::root())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let clean = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace(&*out.to_string_lossy(), "OUT");
+    (clean(&o.stdout), clean(&o.stderr), out)
+}
+
+/// A command as a reader types it: arguments with shell characters quoted.
+fn shown(command: &str) -> String {
+    let words: Vec<String> = command
+        .split_whitespace()
+        .map(|w| if w.contains(['*', '(', ')', '?', '[']) { format!("'{w}'") } else { w.to_string() })
+        .collect();
+    words.join(" ")
+}
+
+/// The document with every marked block regenerated, and the pictures each marker names with
+/// what their commands write now.
+fn regenerate(text: &str, scratch: &Path) -> (String, Vec<(PathBuf, String, String)>) {
+    let mut out = String::new();
+    let mut pictures = Vec::new();
+    let mut lines = text.split_inclusive('\n');
+    while let Some(line) = lines.next() {
+        out.push_str(line);
+        let marker = line.trim().strip_prefix("<!-- ").and_then(|l| l.strip_suffix(" -->"));
+        let Some(marker) = marker else { continue };
+        if let Some(rest) = marker.strip_prefix("figure ") {
+            let (path, command) = rest.split_once(": ").expect("`figure PATH: COMMAND; OUT/FILE`");
+            let (command, file) = command.rsplit_once("; ").expect("`figure PATH: COMMAND; OUT/FILE`");
+            let (_, _, dir) = run(command, scratch);
+            let written = std::fs::read_to_string(dir.join(file.trim_start_matches("OUT/")))
+                .unwrap_or_else(|e| panic!("`{command}` wrote no {file}: {e}"));
+            pictures.push((common::root().join(path), written, command.to_string()));
+            continue;
+        }
+        let (stream, command) = match marker.split_once(": ") {
+            Some(("output", c)) => (0, c),
+            Some(("stderr", c)) => (1, c),
+            _ => continue,
+        };
+        let (stdout, stderr, _) = run(command, scratch);
+        let printed = if stream == 0 { stdout } else { stderr };
+        out.push_str(&format!("```text\n$ {}\n{}```\n", shown(command), printed));
+        for skipped in lines.by_ref() {
+            if skipped.trim() == "<!-- end output -->" {
+                out.push_str(skipped);
+                break;
+            }
+        }
+    }
+    (out, pictures)
+}
+
+#[test]
+fn quoted_outputs_and_pictures_are_what_their_commands_give() {
+    let scratch = std::env::temp_dir().join(format!("mpipec-docs-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let bless = std::env::var_os(BLESS).is_some();
+    let mut stale = Vec::new();
+    let mut checked = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let (fresh, pictures) = regenerate(&text, &scratch);
+        checked += pictures.len() + text.matches("<!-- end output -->").count();
+        if fresh != text {
+            if bless {
+                std::fs::write(&doc, &fresh).unwrap();
+            } else {
+                stale.push(format!("{}: a quoted output differs from what its command prints", doc.display()));
+            }
+        }
+        for (path, written, command) in pictures {
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(written.as_str()) {
+                if bless {
+                    std::fs::write(&path, written).unwrap();
+                } else {
+                    stale.push(format!("{} is not what `{command}` writes", path.display()));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(checked >= 4, "the documents quote fewer figures than they did ({checked})");
+    assert!(stale.is_empty(), "{}\nregenerate them with `{BLESS}=1 cargo test --test docs`", stale.join("\n"));
+}
+
+/// Every relative link of the documents leads to a file of the repository, except the
+/// documents other branches are writing (docs/ grows while this one is merged).
+#[test]
+fn relative_links_resolve() {
+    let pending = ["hyperparallel.md", "plan-formats.md", "performance.md", "transpose.md"];
+    let mut broken = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for target in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+            let file = target.split('#').next().unwrap();
+            if file.is_empty() || file.contains("://") || pending.iter().any(|p| file.ends_with(p)) {
+                continue;
+            }
+            if !doc.parent().unwrap().join(file).exists() {
+                broken.push(format!("{}: {target}", doc.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing:\n{}", broken.join("\n"));
+}
+
+/// The field tables of docs/language.md list every field the checker knows, no more.
+#[test]
+fn the_language_reference_lists_every_field() {
+    use mpipe::check::schema::{BATCH, CLUSTER, DECODER, ENCODER, HARDWARE, LINK, MLA, MOE, PART};
+    let doc = std::fs::read_to_string(common::root().join("docs/language.md")).unwrap();
+    let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| `")).collect();
+    let mut missing = Vec::new();
+    for schema in [&HARDWARE, &LINK, &ENCODER, &DECODER, &MOE, &MLA, &PART, &CLUSTER, &BATCH] {
+        for field in schema.fields {
+            let row = format!("| `{}` | {} |", field.name, if field.required { "required" } else { "optional" });
+            if !rows.iter().any(|r| r.starts_with(&row) && r.contains(field.doc)) {
+                missing.push(format!("{} in {}", field.name, schema.context));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/language.md does not describe: {}", missing.join(", "));
+}
+
+/// A newcomer reads the README's first lines and runs them: they must stay the two commands
+/// that build the example and run every test.
+#[test]
+fn the_readme_starts_with_the_two_commands() {
+    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+    let start = "# mpipec\n\n```sh\ncargo run --release -- build examples/paper_small.mpipe -o out/\ncargo test\n```\n";
+    assert!(readme.starts_with(start), "README.md must start with:\n{start}");
+}
