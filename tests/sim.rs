@@ -10,7 +10,7 @@ use proptest::prelude::*;
 /// encoder layer) and a link so fast that transfers are free: the unit-cost world of the
 /// pipeline-parallelism papers.
 fn unit_plan(ranks: u32, microbatches: u32, schedule: &str, layers_per_stage: u32, encoder: Option<f64>) -> String {
-    let chunks = if schedule.contains("interleaved(2)") || schedule.contains("zbv") { 2 } else { 1 };
+    let chunks = if ["interleaved(2", "zb1p(2", "zbv"].iter().any(|s| schedule.contains(s)) { 2 } else { 1 };
     let layers = ranks * chunks * layers_per_stage;
     // Each rank's work per microbatch is f = 1, b = 2 whatever the number of chunks.
     let per_layer = 1.0 / (layers_per_stage * chunks) as f64;
@@ -240,6 +240,40 @@ proptest! {
         prop_assert!(r.lower_bound_s + 1e-9 >= r.lower_bound_critical_path_s);
         let busy: f64 = derived.ir.ranks.iter().flat_map(|x| &x.instructions).filter(|i| i.op == Op::Forward).count() as f64;
         prop_assert!(busy > 0.0);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The encoder folded into stage 0 under any skeleton: frozen, it adds its forward to the
+    /// step's work and nothing else; trainable, also its backward (input and weight halves).
+    #[test]
+    fn a_folded_encoder_costs_its_forward_only_when_frozen(
+        p in 2u32..5,
+        m in 2u32..13,
+        skeleton in prop_oneof![Just("gpipe"), Just("1f1b"), Just("interleaved(2)"), Just("zb1p(2)"), Just("zbv")],
+        e in 0.1f64..3.0,
+        frozen in any::<bool>(),
+    ) {
+        let chunks = if skeleton == "1f1b" || skeleton == "gpipe" { 1 } else { 2 };
+        prop_assume!(chunks == 1 || m % p == 0);
+        prop_assume!(skeleton != "zbv" || m >= 2 * p);
+        let mut split = vec!["1"; (p * chunks) as usize];
+        split[0] = "2";
+        let split = format!("split = [{}]", split.join(", "));
+        let schedule = match skeleton.strip_suffix(')') {
+            Some(open) => format!("{open}, {split})"),
+            None => format!("{skeleton}({split})"),
+        };
+        let text = unit_plan(p, m, &schedule, 1, Some(e))
+            .replace("cut enc | llm;", "cut enc + llm;")
+            .replace("frozen = true;", &format!("frozen = {frozen};"));
+        let (_, sim) = simulate(&text);
+        let busy: f64 = sim.report.ranks.iter().map(|r| r.busy_s).sum();
+        let encoder = if frozen { e } else { 3.0 * e };
+        let expected = f64::from(m) * (f64::from(p) * 3.0 + encoder);
+        prop_assert!(close(busy, expected), "{skeleton}: {busy} != {expected}");
     }
 }
 
