@@ -64,6 +64,57 @@ pub fn hand_balanced(plan: &Plan, skeleton: Skeleton, glued: u64) -> Vec<Plan> {
         .collect()
 }
 
+/// The layout a hand-balancer writes as a layout string when ranks hold several stages (an
+/// interleaved or V body): the encoder in body stage 0 and every stage sized so that the busiest
+/// rank, summed over its stages, is light. None for a plan with fewer layers than stages.
+pub fn rank_balanced(plan: &Plan, skeleton: Skeleton, glued: u64) -> Option<Plan> {
+    let weights = layer_weights(&CostModel::new(plan), 0..plan.model.layers());
+    let p = plan.cluster.pp as u32;
+    let mapping = super::skeletons::mapping(skeleton);
+    let ranks: Vec<usize> =
+        (0..p * skeleton.chunks()).map(|s| super::skeletons::rank_of(mapping, p, s) as usize).collect();
+    let split = balance_ranks(&weights, glued as usize, &ranks, p as usize)?;
+    Some(single_region(plan, skeleton, split))
+}
+
+/// Stage sizes for stages on `ranks`, stage 0 holding the first `glued` weights and every
+/// other stage at least one: from the stage-balanced split, one layer moves across a stage
+/// boundary while that makes the rank loads, sorted from the busiest, smaller.
+fn balance_ranks(weights: &[f64], glued: usize, ranks: &[usize], p: usize) -> Option<Vec<u64>> {
+    let count = ranks.len();
+    if weights.len() < glued + count - 1 {
+        return None;
+    }
+    let loads = |sizes: &[u64]| {
+        let mut load = vec![0.0; p];
+        let mut at = 0;
+        for (&n, &r) in sizes.iter().zip(ranks) {
+            load[r] += weights[at..at + n as usize].iter().sum::<f64>();
+            at += n as usize;
+        }
+        load.sort_by(|a, b| b.total_cmp(a));
+        load
+    };
+    let lighter =
+        |a: &[f64], b: &[f64]| a.iter().zip(b).find(|(x, y)| (*x - *y).abs() > 1e-12).is_some_and(|(x, y)| x < y);
+    let least = |s: usize| if s == 0 { glued as u64 } else { 1 };
+    let mut sizes = split_with_head(weights, glued, count);
+    loop {
+        let now = loads(&sizes);
+        let moves = (0..count - 1).flat_map(|b| [(b, b + 1), (b + 1, b)]);
+        let better = moves.filter(|&(from, _)| sizes[from] > least(from)).find_map(|(from, to)| {
+            let mut next = sizes.clone();
+            next[from] -= 1;
+            next[to] += 1;
+            lighter(&loads(&next), &now).then_some(next)
+        });
+        match better {
+            Some(next) => sizes = next,
+            None => return Some(sizes),
+        }
+    }
+}
+
 /// Splits `weights` into `count` stages, keeping the first `glued` weights (the encoder)
 /// together in stage 0: the split whose costliest stage is cheapest; among those, the one whose
 /// costliest other stage is cheapest (a heavy encoder leaves the LLM evenly spread behind it);
@@ -143,5 +194,20 @@ mod tests {
         let mut weights = vec![20.0];
         weights.extend([1.0; 12]);
         assert_eq!(split_with_head(&weights, 1, 4), vec![1, 4, 4, 4]);
+    }
+
+    #[test]
+    fn a_rank_holding_the_encoder_gets_light_later_stages() {
+        // A V body on two ranks: stages 0 and 3 on rank 0, 1 and 2 on rank 1. The encoder (4)
+        // on stage 0 leaves rank 0 room for 2 of the 8 unit layers (both ranks at 6); the
+        // stage-balanced split [1, 2, 3, 3] would load rank 0 with 7.
+        let mut weights = vec![4.0];
+        weights.extend([1.0; 8]);
+        let split = balance_ranks(&weights, 1, &[0, 1, 1, 0], 2).unwrap();
+        assert_eq!(split.iter().sum::<u64>(), 9);
+        assert!(split[0] >= 1 && split[1..].iter().all(|n| *n >= 1), "{split:?}");
+        assert_eq!(split[0] - 1 + split[3], 2, "{split:?}");
+        // Too few layers for the stages: no layout.
+        assert_eq!(balance_ranks(&[4.0, 1.0, 1.0], 1, &[0, 1, 1, 0], 2), None);
     }
 }

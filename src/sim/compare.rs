@@ -74,13 +74,16 @@ fn encoder_baselines(plan: &Plan) -> Vec<Baseline> {
     // A hand-balancer keeps the best layout it tried, the default and the cost-balanced fold
     // among them.
     let tried = folded::hand_balanced(plan, body, enc).into_iter().chain([folded::fold(plan, body, enc)]);
-    let style = tried.chain(folded::fold_even(plan, body, enc)).filter_map(|p| Some((step_time(&p)?, p)));
+    let style = tried
+        .chain(folded::rank_balanced(plan, body, enc))
+        .chain(folded::fold_even(plan, body, enc))
+        .filter_map(|p| Some((step_time(&p)?, p)));
     if let Some((_, style)) = style.min_by(|a, b| a.0.total_cmp(&b.0)) {
         out.push(Baseline {
             name: "megatron-style",
             description: format!(
-                "Megatron-LM hand-balanced: the encoder on the first stage, its share of LLM layers tuned for \
-                 the shortest step (--decoder-first-pipeline-num-layers), {body}"
+                "Megatron-LM hand-balanced: the encoder on the first stage, the LLM's layers placed around it \
+                 for the shortest step (--decoder-first-pipeline-num-layers or a layout string), {body}"
             ),
             plan: style,
         });
@@ -132,10 +135,16 @@ fn disttrain_like(plan: &Plan, body: Skeleton, enc: u64) -> Option<Baseline> {
     })
 }
 
-/// `plan` with its transposed region filled as `fill` and round-robin owners, its body as written.
+/// `plan` with its transposed regions filled as `fill` and round-robin owners, its body as written.
 fn transposed(plan: &Plan, fill: Fill) -> Plan {
-    let mut schedule = plan.schedule.clone();
-    schedule[0] = RegionSchedule { skeleton: Skeleton::Transpose { fill }, split: None, span: plan.schedule[0].span };
+    let schedule = plan
+        .schedule
+        .iter()
+        .map(|s| match s.skeleton.layout() {
+            Layout::Replicated => RegionSchedule { skeleton: Skeleton::Transpose { fill }, split: None, span: s.span },
+            Layout::Sharded => s.clone(),
+        })
+        .collect();
     Plan { schedule, owner: Some(OwnerSpec::RoundRobin), ..plan.clone() }
 }
 
