@@ -50,7 +50,8 @@ fn divisors(n: u64) -> Vec<u64> {
     (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
 }
 
-/// Every candidate, as overrides of the input plan, the input first.
+/// Every candidate, as overrides of the input plan, the input first when it runs on `devices`
+/// (on another count it is no candidate: one ranking, one device count).
 pub fn space(plan: &Plan, devices: u64) -> Vec<Overrides> {
     let c = &plan.cluster;
     let global_batch = plan.batch.microbatches * plan.batch.micro_batch_size * c.dp;
@@ -79,7 +80,7 @@ pub fn space(plan: &Plan, devices: u64) -> Vec<Overrides> {
     let skeletons = ["1f1b", "interleaved(2)", "interleaved(4)", "zb1p(2)", "zbv", "dualpipev"];
     let owners: &[&str] = if has_encoder { &["by_microbatch", "round_robin"] } else { &[""] };
     // The input plan itself: the best found is never worse than it.
-    let mut out = vec![Vec::new()];
+    let mut out = if devices == c.devices { vec![Vec::new()] } else { Vec::new() };
     for tp in divisors(devices).into_iter().filter(|t| *t <= c.hardware.devices_per_node.min(8) && c.tp.max(1) > 0) {
         for pp in divisors(devices / tp) {
             let dp = devices / (tp * pp);
@@ -191,6 +192,12 @@ pub fn search(
         scored.first().map_or(0.0, |b| b.report.step_time_s / bound - 1.0)
     });
     Outcome { ranked: scored, evaluated, space, exhaustive, gap }
+}
+
+/// The input plan's report when it runs on the candidates' `devices`: speedups and reasons are
+/// only stated against a plan on the same number of devices.
+pub fn reference<'a>(plan: &Plan, input: &'a Report, devices: u64) -> Option<&'a Report> {
+    (plan.cluster.devices == devices).then_some(input)
 }
 
 /// Why a candidate wins against the input plan, in a few words.

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 /// encoder layer) and a link so fast that transfers are free: the unit-cost world of the
 /// pipeline-parallelism papers.
 fn unit_plan(ranks: u32, microbatches: u32, schedule: &str, layers_per_stage: u32, encoder: Option<f64>) -> String {
-    let chunks = if schedule.contains("interleaved(2)") || schedule.contains("zbv") { 2 } else { 1 };
+    let chunks = if ["interleaved(2", "zb1p(2", "zbv"].iter().any(|s| schedule.contains(s)) { 2 } else { 1 };
     let layers = ranks * chunks * layers_per_stage;
     // Each rank's work per microbatch is f = 1, b = 2 whatever the number of chunks.
     let per_layer = 1.0 / (layers_per_stage * chunks) as f64;
@@ -109,6 +109,69 @@ fn one_f_one_b_keeps_p_minus_r_microbatches() {
     assert!(sim.report.ranks.iter().all(|r| r.peak_live_microbatches == 8), "GPipe keeps all M");
 }
 
+/// The unit plan of `unit_plan(2, 2, "1f1b", 1, Some(1.0))` with the encoder folded into
+/// stage 0 (`cut enc + llm`), frozen or trainable.
+fn folded_unit_plan(frozen: bool) -> String {
+    unit_plan(2, 2, "1f1b(split = [2, 1])", 1, Some(1.0))
+        .replace("cut enc | llm;", "cut enc + llm;")
+        .replace("frozen = true;", &format!("frozen = {frozen};"))
+}
+
+#[test]
+fn a_frozen_prefix_has_no_backward_and_keeps_no_activations() {
+    // Stage 0 holds the encoder (f = 1) and one LLM layer (f = 1, b = 2); stage 1 one LLM layer.
+    // Frozen, with nothing trainable before it, the encoder has no backward: rank 0 runs F0 [0, 2],
+    // F1 [2, 4], B0 [5, 7] after rank 1's F0 [2, 3] and B0 [3, 5], rank 1 F1 [5, 6], B1 [6, 8],
+    // rank 0 B1 [8, 10]. Charged a backward of 1 s for the encoder, it would end at 11 s.
+    let (_, frozen) = simulate(&folded_unit_plan(true));
+    assert!(close(frozen.report.step_time_s, 10.0), "{}", frozen.report.step_time_s);
+    // Trainable, the encoder's backward is its forward (1 s) plus its weight gradient (1 s):
+    // rank 0's backwards take 4 s, B0 [5, 9], B1 [9, 13].
+    let (_, trainable) = simulate(&folded_unit_plan(false));
+    assert!(close(trainable.report.step_time_s, 13.0), "{}", trainable.report.step_time_s);
+    // Rank 0 keeps the LLM layer's activations of two microbatches, as the same pipeline without
+    // an encoder does; the trainable encoder's come on top.
+    let (_, llm) = simulate(&unit_plan(2, 2, "1f1b", 1, None));
+    let kept = |s: &Simulation| s.report.ranks[0].peak_memory_bytes - s.report.ranks[0].static_memory_bytes;
+    assert!(close(kept(&frozen), kept(&llm)), "{} != {}", kept(&frozen), kept(&llm));
+    assert!(kept(&trainable) > kept(&llm));
+    assert!(frozen.report.model_flops < trainable.report.model_flops);
+}
+
+/// Megatron-Core's default layout of the paper's model as a plan: the encoder with the first
+/// LLM layers on stage 0, the 36 LLM layers split 5, 5, 5, 5, 4, 4, 4, 4. Rank 0 runs the 16
+/// encodes forward only, so its busy time is 16 × (encode + five LLM layers' forward and
+/// backward), and it keeps the activations of those five layers only.
+#[test]
+fn megatron_default_layout_is_charged_no_encoder_backward() {
+    use mpipe::cost::Costs;
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/paper_small.mpipe"))
+        .unwrap()
+        .replace("cut enc | llm;", "cut enc + llm;")
+        .replace("schedule transpose, 1f1b;", "schedule 1f1b(split = [32, 5, 5, 5, 4, 4, 4, 4]);")
+        .replace("owner by_microbatch;", "");
+    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.into_bytes(), &MemoryLoader::new());
+    let plan = checked.plan.unwrap();
+    let derived = mpipe::build::derive_checked(&plan).unwrap();
+    let sim = mpipe::build::simulate(&plan, &derived);
+    let model = mpipe::cost::model::CostModel::new(&plan);
+    assert_eq!(model.backward_input(0..27, 0), 0.0);
+    assert_eq!(model.activation_bytes(0..27, 0), 0.0);
+    let busy: f64 = (0..16)
+        .map(|mb| model.forward(0..32, mb) + model.backward_input(27..32, mb) + model.backward_weight(27..32, mb))
+        .sum();
+    let r = &sim.report;
+    assert!(close(r.ranks[0].busy_s, busy), "{} != {busy}", r.ranks[0].busy_s);
+    // Rank 0 is the bottleneck; the step adds only the last microbatch's trip through the
+    // other ranks, less the backwards rank 0 overlaps with it (about 0.33 s here).
+    assert!(r.step_time_s > busy && r.step_time_s < busy + 0.5, "{} vs busy {busy}", r.step_time_s);
+    // 1F1B keeps 8 microbatches of the five LLM layers on rank 0, nothing of the encoder.
+    let kept = 8.0 * model.activation_bytes(27..32, 0);
+    let peak = r.ranks[0].peak_memory_bytes;
+    assert!(close(peak, r.ranks[0].static_memory_bytes + kept), "{peak}");
+    assert!(peak < 80.0 * (1u64 << 30) as f64, "{peak}");
+}
+
 #[test]
 fn real_costs_on_the_paper_plan() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/paper_small.mpipe")).unwrap();
@@ -179,6 +242,40 @@ proptest! {
         prop_assert!(r.lower_bound_s + 1e-9 >= r.lower_bound_critical_path_s);
         let busy: f64 = derived.ir.ranks.iter().flat_map(|x| &x.instructions).filter(|i| i.op == Op::Forward).count() as f64;
         prop_assert!(busy > 0.0);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The encoder folded into stage 0 under any skeleton: frozen, it adds its forward to the
+    /// step's work and nothing else; trainable, also its backward (input and weight halves).
+    #[test]
+    fn a_folded_encoder_costs_its_forward_only_when_frozen(
+        p in 2u32..5,
+        m in 2u32..13,
+        skeleton in prop_oneof![Just("gpipe"), Just("1f1b"), Just("interleaved(2)"), Just("zb1p(2)"), Just("zbv")],
+        e in 0.1f64..3.0,
+        frozen in any::<bool>(),
+    ) {
+        let chunks = if skeleton == "1f1b" || skeleton == "gpipe" { 1 } else { 2 };
+        prop_assume!(chunks == 1 || m % p == 0);
+        prop_assume!(skeleton != "zbv" || m >= 2 * p);
+        let mut split = vec!["1"; (p * chunks) as usize];
+        split[0] = "2";
+        let split = format!("split = [{}]", split.join(", "));
+        let schedule = match skeleton.strip_suffix(')') {
+            Some(open) => format!("{open}, {split})"),
+            None => format!("{skeleton}({split})"),
+        };
+        let text = unit_plan(p, m, &schedule, 1, Some(e))
+            .replace("cut enc | llm;", "cut enc + llm;")
+            .replace("frozen = true;", &format!("frozen = {frozen};"));
+        let (_, sim) = simulate(&text);
+        let busy: f64 = sim.report.ranks.iter().map(|r| r.busy_s).sum();
+        let encoder = if frozen { e } else { 3.0 * e };
+        let expected = f64::from(m) * (f64::from(p) * 3.0 + encoder);
+        prop_assert!(close(busy, expected), "{skeleton}: {busy} != {expected}");
     }
 }
 

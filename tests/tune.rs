@@ -152,3 +152,19 @@ fn sampled_batches_are_seeded_and_drawn_from_the_distribution() {
     let s = mpipe::sim::samples::static_schedule(&plan, &derived, &a);
     assert!(s.p50_s <= s.p95_s && s.p95_s <= s.max_s && s.samples == 8);
 }
+
+#[test]
+fn no_speedup_spans_two_device_counts() {
+    let text = example("llm_1f1b.mpipe");
+    let plan = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new()).plan.unwrap();
+    let input = evaluate(&text, &Vec::new()).unwrap();
+    // On its own device count the input plan is a candidate and the reference of speedups.
+    assert!(tune::space(&plan, plan.cluster.devices)[0].is_empty());
+    assert!(tune::reference(&plan, &input, plan.cluster.devices).is_some());
+    // On another, every candidate runs on that count and nothing is set against the input.
+    let other = plan.cluster.devices / 2;
+    let space = tune::space(&plan, other);
+    assert!(!space.is_empty());
+    assert!(space.iter().all(|o| o.contains(&("cluster.devices".to_string(), other.to_string()))));
+    assert!(tune::reference(&plan, &input, other).is_none());
+}

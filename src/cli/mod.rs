@@ -102,8 +102,9 @@ enum Command {
         /// Print report.json instead of the table
         #[arg(long)]
         json: bool,
-        /// Also derive and simulate the baselines (Megatron-style, DistTrain-like,
-        /// HyperParallel, round-robin transpose; other skeletons for plans without an encoder)
+        /// Also derive and simulate the baselines, each under the plan's body skeleton
+        /// (megatron-even, megatron-style, disttrain-like, prefix, hyperparallel, round-robin
+        /// transpose; other skeletons for plans without an encoder)
         #[arg(long)]
         compare: bool,
         /// Also run the schedule on this many batches drawn from the image-token distribution

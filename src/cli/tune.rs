@@ -92,7 +92,16 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     if let Some(gap) = outcome.gap {
         println!("optimality gap: the best is within {:.1} % of the smallest lower bound seen", 100.0 * gap);
     }
-    println!("input plan: {:.3} s, MFU {:.1} %\n", input.step_time_s, 100.0 * input.mfu);
+    let reference = tune::reference(&spec, &input, devices);
+    match reference {
+        Some(_) => println!("input plan: {:.3} s, MFU {:.1} %\n", input.step_time_s, 100.0 * input.mfu),
+        None => println!(
+            "input plan: {:.3} s, MFU {:.1} % on {} devices; no speedups: the candidates run on {devices}\n",
+            input.step_time_s,
+            100.0 * input.mfu,
+            spec.cluster.devices
+        ),
+    }
     for (i, s) in outcome.ranked.iter().take(opts.top).enumerate() {
         if s.overrides.is_empty() {
             println!(
@@ -104,12 +113,13 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
             continue;
         }
         let get = |k: &str| s.overrides.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str()).unwrap_or("");
+        let speedup =
+            reference.map_or("   -  ".to_string(), |r| format!("{:.2}x", r.step_time_s / s.report.step_time_s));
         println!(
-            "{:>2}. {:.3} s  MFU {:>4.1} %  {:.2}x  pp {} dp {} tp {} mbs {} M {}  cut {}; schedule {};{}",
+            "{:>2}. {:.3} s  MFU {:>4.1} %  {speedup}  pp {} dp {} tp {} mbs {} M {}  cut {}; schedule {};{}",
             i + 1,
             s.report.step_time_s,
             100.0 * s.report.mfu,
-            input.step_time_s / s.report.step_time_s,
             get("cluster.pp"),
             get("cluster.dp"),
             get("cluster.tp"),
@@ -119,7 +129,9 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
             get("schedule"),
             if get("owner").is_empty() { String::new() } else { format!(" owner {};", get("owner")) }
         );
-        println!("      why: {}", tune::reasons(&s.report, &input));
+        if let Some(r) = reference {
+            println!("      why: {}", tune::reasons(&s.report, r));
+        }
     }
     if outcome.ranked.is_empty() {
         eprintln!("error: no candidate fits the memory limit");

@@ -10,6 +10,20 @@ use std::ops::Range;
 
 use crate::check::spec::Plan;
 
+/// The first layer (global numbering) of a trainable part, or the layer count when every part
+/// is frozen. The layers before it are the frozen prefix: no gradient ever reaches them, so
+/// they have no backward and keep no activations for one, whichever stage holds them.
+pub fn first_trainable(plan: &Plan) -> u64 {
+    let mut offset = 0;
+    for part in &plan.model.parts {
+        if !part.frozen {
+            return offset;
+        }
+        offset += part.arch.layers();
+    }
+    offset
+}
+
 /// Durations in seconds (or any one unit, consistently).
 pub trait Costs {
     /// Forward of the model's layers `layers` (global numbering) for microbatch `mb`,
@@ -29,6 +43,7 @@ pub struct UnitCosts {
     layers: Vec<(bool, bool)>,
     image_tokens: Vec<u64>,
     mean_tokens: f64,
+    first_trainable: u64,
 }
 
 impl UnitCosts {
@@ -45,7 +60,7 @@ impl UnitCosts {
         } else {
             image_tokens.iter().sum::<u64>() as f64 / image_tokens.len() as f64
         };
-        UnitCosts { layers, image_tokens, mean_tokens: mean_tokens.max(1.0) }
+        UnitCosts { layers, image_tokens, mean_tokens: mean_tokens.max(1.0), first_trainable: first_trainable(plan) }
     }
 
     fn scale(&self, layer: u64, mb: u32) -> f64 {
@@ -64,7 +79,7 @@ impl Costs for UnitCosts {
     }
 
     fn backward_input(&self, layers: Range<u64>, mb: u32) -> f64 {
-        self.forward(layers, mb)
+        self.forward(layers.start.max(self.first_trainable)..layers.end.max(self.first_trainable), mb)
     }
 
     fn backward_weight(&self, layers: Range<u64>, mb: u32) -> f64 {

@@ -19,6 +19,8 @@ pub struct CostModel {
     plan: Plan,
     /// Decoder layers cost the same for every microbatch: computed once.
     fixed: Vec<Option<LayerCost>>,
+    /// The end of the frozen prefix (`super::first_trainable`).
+    first_trainable: u64,
 }
 
 impl CostModel {
@@ -38,7 +40,7 @@ impl CostModel {
                 (!part.arch.is_encoder()).then(|| layers::layer(part, i, b, s, 0.0, plan.cluster.flash_attention))
             })
             .collect();
-        CostModel { layers, plan: plan.clone(), fixed }
+        CostModel { layers, plan: plan.clone(), fixed, first_trainable: super::first_trainable(plan) }
     }
 
     pub fn plan(&self) -> &Plan {
@@ -87,13 +89,19 @@ impl CostModel {
         &self.plan.model.parts[self.layers[layer as usize].0]
     }
 
+    /// Whether a gradient reaches `layer`: false in the frozen prefix, whatever stage holds it.
+    fn has_backward(&self, layer: u64) -> bool {
+        layer >= self.first_trainable
+    }
+
     /// Forward FLOPs of a step's model work (forward + backward, no recompute) over all
     /// pipelines: what MFU counts.
-    pub fn model_flops(&self, backward_of: impl Fn(u64) -> (bool, bool)) -> f64 {
+    pub fn model_flops(&self) -> f64 {
         let m = self.plan.batch.microbatches as u32;
         let mut total = 0.0;
         for l in 0..self.layers.len() as u64 {
-            let (input, weight) = backward_of(l);
+            let input = self.has_backward(l);
+            let weight = !self.part_of(l).frozen;
             for mb in 0..m {
                 let c = self.layer(l, mb);
                 let scores = c.flops - c.weight_flops;
@@ -180,9 +188,10 @@ impl CostModel {
             .sum()
     }
 
-    /// Activation bytes one device keeps from a forward of `layers` to its backward.
+    /// Activation bytes one device keeps from a forward of `layers` to its backward; the
+    /// frozen prefix keeps none, as no backward will read them.
     pub fn activation_bytes(&self, layers: Range<u64>, mb: u32) -> f64 {
-        layers.map(|l| self.layer(l, mb).activations / self.tp()).sum()
+        layers.filter(|l| self.has_backward(*l)).map(|l| self.layer(l, mb).activations / self.tp()).sum()
     }
 
     /// Gradient bytes one device reduces for `layers`.
@@ -215,6 +224,7 @@ impl Costs for CostModel {
     /// plus whatever recompute redoes.
     fn backward_input(&self, layers: Range<u64>, mb: u32) -> f64 {
         layers
+            .filter(|l| self.has_backward(*l))
             .map(|l| {
                 let part = self.part_of(l);
                 match (part.backward_time, part.forward_time) {

@@ -119,18 +119,7 @@ pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
     }
     let critical = critical_path(derived, model);
     let work = total_work / p as f64;
-    let backward_of = |l: u64| {
-        let stage = derived.placement.stages.iter().find(|s| s.layers.contains(&l));
-        let b = stage.is_some_and(|s| s.backward);
-        let trainable = plan.model.parts.iter().scan(0u64, |at, part| {
-            let range = *at..*at + part.arch.layers();
-            *at = range.end;
-            Some((range, !part.frozen))
-        });
-        let weight = trainable.into_iter().any(|(range, t)| t && range.contains(&l));
-        (b, b && weight)
-    };
-    let flops = model.model_flops(backward_of);
+    let flops = model.model_flops();
     let c = &plan.cluster;
     let mfu = if step > 0.0 { flops / (step * c.devices as f64 * c.hardware.peak_bf16) } else { 0.0 };
     let busy_total: f64 = ranks.iter().map(|r| r.busy_s).sum();
