@@ -8,7 +8,7 @@
 //! `ScheduleMPipeTranspose`: one encoder block before each rank's body, owners round-robin.
 
 use crate::algebra::skeleton::body_skeleton;
-use crate::algebra::{Chunks, Fill, Layout, OwnerSpec, Skeleton};
+use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
 use crate::check::spec::Plan;
 use crate::derive::{Derived, folded};
 use crate::span::Span;
@@ -69,9 +69,9 @@ fn mpipe_body(skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> 
 /// HyperParallel's form of a transpose encoder, `ScheduleMPipeTranspose`'s prefix block: each
 /// microbatch encoded whole, in one block before the rank's pipeline. The skeleton in that
 /// form, and what changed, said of each construct replaced.
-fn mpipe_encoder(skeleton: Skeleton) -> (Skeleton, Vec<String>) {
+fn mpipe_encoder(skeleton: Skeleton, chunks: u32) -> (Skeleton, Vec<String>) {
     let mut whats = Vec::new();
-    let Skeleton::Transpose { fill, chunks, lookahead } = skeleton else { unreachable!("the encoder is replicated") };
+    let Skeleton::Transpose { fill, lookahead, .. } = skeleton else { unreachable!("the encoder is replicated") };
     if fill == Fill::Slack {
         whats.push(
             "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
@@ -79,7 +79,7 @@ fn mpipe_encoder(skeleton: Skeleton) -> (Skeleton, Vec<String>) {
                 .to_string(),
         );
     }
-    if chunks != Chunks::Fixed(1) && !(fill == Fill::Prefix && chunks == Chunks::Auto) {
+    if chunks > 1 {
         whats.push("each microbatch is encoded whole (`chunks = 1`): HyperParallel's MPIPE_TRANSPOSE_FWD step runs the whole tower".to_string());
     }
     if lookahead {
@@ -153,7 +153,7 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
     let fold = match placement.encoder {
         Some(enc) if target == Target::HyperParallel => {
             let span = plan.schedule[enc.region].span;
-            let (encoder, whats) = mpipe_encoder(plan.schedule[enc.region].skeleton);
+            let (encoder, whats) = mpipe_encoder(plan.schedule[enc.region].skeleton, enc.chunks);
             changes.extend(whats.into_iter().map(|what| Change { span, what }));
             nearest.schedule[enc.region].skeleton = encoder;
             let round_robin: Vec<u32> = (0..m as u32).map(|mb| mb % p as u32).collect();
