@@ -89,6 +89,9 @@ fn every_skeleton_in_small() {
         ("transpose_prefix_hyperparallel", 3, 4, "transpose(prefix), 1f1b", Some(false), Some("round_robin")),
         ("transpose_interleaved", 2, 4, "transpose, interleaved(2)", Some(false), None),
         ("transpose_zbv", 2, 4, "transpose, zbv", Some(false), None),
+        ("transpose_chunked", 3, 4, "transpose(chunks = 2), 1f1b", Some(true), None),
+        ("transpose_chunked_trainable", 3, 4, "transpose(chunks = 2), 1f1b", Some(false), None),
+        ("transpose_lookahead", 3, 4, "transpose(chunks = 2, lookahead = 1), 1f1b", Some(true), None),
     ];
     for (name, p, m, schedule, encoder, owner) in cases {
         let ir = derive_text(&plan_text(*p, *m, schedule, *encoder, *owner));

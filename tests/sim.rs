@@ -333,3 +333,72 @@ fn measured_profiles_become_per_layer_costs() {
     let bad = Profile { ranks: vec![] };
     assert!(compare(ir, &bad).is_err());
 }
+
+// ---- transpose against its peers --------------------------------------------------------
+
+fn example_plan(name: &str, sets: &[(String, String)]) -> mpipe::check::spec::Plan {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let key = format!("examples/{name}");
+    let bytes = std::fs::read(format!("{root}/{key}")).unwrap();
+    let mut loader = MemoryLoader::new();
+    for lib in std::fs::read_dir(format!("{root}/examples/lib")).unwrap() {
+        let path = lib.unwrap().path();
+        let name = format!("examples/lib/{}", path.file_name().unwrap().to_string_lossy());
+        loader.insert(&name, &std::fs::read_to_string(&path).unwrap());
+    }
+    let checked = mpipe::check_with(&key, &key, bytes, &loader, sets);
+    let messages: Vec<&String> = checked.diagnostics.iter().map(|d| &d.message).collect();
+    checked.plan.unwrap_or_else(|| panic!("{key} {sets:?}: {messages:?}"))
+}
+
+/// Compute times from the cost model, transfers free.
+struct ComputeOnly<'a>(&'a mpipe::cost::model::CostModel, &'a mpipe::ir::PlanIr);
+
+impl mpipe::ir::interpret::Durations for ComputeOnly<'_> {
+    fn instruction(&self, _: u32, i: &mpipe::ir::Instr) -> f64 {
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) if i.op.is_compute() => {
+                let l = self.1.stages[s as usize].layers;
+                mpipe::cost::compute_time(self.0, i.op, l[0]..l[1], mb)
+            }
+            _ => 0.0,
+        }
+    }
+    fn transfer(&self, _: u32, _: u32, _: &mpipe::ir::Instr) -> f64 {
+        0.0
+    }
+}
+
+/// Each example with an encoder, and the paper plan over the image lengths the README sweeps,
+/// as written and with lookahead: never slower than its round-robin map or the prefix form on
+/// the same body, and its lists, re-timed with compute only, never end after the step reported.
+#[test]
+fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
+    let set = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+    let mut cases = vec![
+        ("vlm_zero_bubble.mpipe", vec![]),
+        ("paper_small.mpipe", set("schedule", "transpose(lookahead = 1), 1f1b")),
+    ];
+    for tokens in [1024, 4096, 16384, 32768, 65536] {
+        cases.push(("paper_small.mpipe", set("batch.image_tokens", &tokens.to_string())));
+    }
+    for (name, sets) in cases {
+        let plan = example_plan(name, &sets);
+        let derived = mpipe::build::derive_checked(&plan).unwrap();
+        let sim = mpipe::build::simulate(&plan, &derived);
+        let step = sim.report.step_time_s;
+        for peer in mpipe::sim::compare::compare(&plan, step) {
+            if ["transpose-round-robin", "prefix"].contains(&peer.name.as_str()) {
+                assert!(
+                    step <= peer.step_time_s * (1.0 + 1e-9),
+                    "{name} {sets:?}: {step} s, {} {} s",
+                    peer.name,
+                    peer.step_time_s
+                );
+            }
+        }
+        let model = mpipe::cost::model::CostModel::new(&plan);
+        let retimed = mpipe::ir::interpret::run(&derived.ir, &ComputeOnly(&model, &derived.ir)).unwrap().makespan();
+        assert!(retimed <= step * (1.0 + 1e-9), "{name} {sets:?}: re-timed {retimed} s after the reported {step} s");
+    }
+}

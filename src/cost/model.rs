@@ -208,6 +208,14 @@ impl CostModel {
 }
 
 impl Costs for CostModel {
+    fn transfer(&self, layers: Range<u64>, mb: u32, from: u32, to: u32) -> f64 {
+        self.p2p(self.boundary_bytes(layers, mb), from, to)
+    }
+
+    fn send_occupies(&self) -> bool {
+        !self.plan.cluster.overlap_comm
+    }
+
     fn forward(&self, layers: Range<u64>, mb: u32) -> f64 {
         layers
             .map(|l| match self.part_of(l).forward_time {

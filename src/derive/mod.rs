@@ -87,7 +87,7 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choice) -> (Skeleton, Ch
         if let Some(o) = owner {
             candidate.owner = Some(o.clone());
         }
-        let t = compute_makespan(&derive_once(&candidate, costs, &Choice { chunks: *n, ..probe.clone() }), costs);
+        let t = candidate_step(&derive_once(&candidate, costs, &Choice { chunks: *n, ..probe.clone() }), costs);
         if best.is_none_or(|(b, _)| t < b * (1.0 - 1e-6)) {
             best = Some((t, i));
         }
@@ -117,11 +117,11 @@ struct Choice {
     sink: Option<Vec<u32>>,
 }
 
-/// The candidate whose derived plan simulates fastest (compute times, transfers free).
+/// The candidate whose derived plan runs fastest (compute and transfer times).
 fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, derive_with: impl Fn(&Vec<u32>) -> Derived) -> Vec<u32> {
     let mut best = (f64::INFINITY, 0usize);
     for (i, owners) in candidates.iter().enumerate() {
-        let t = compute_makespan(&derive_with(owners), costs);
+        let t = candidate_step(&derive_with(owners), costs);
         if t < best.0 * (1.0 - 1e-9) {
             best = (t, i);
         }
@@ -129,32 +129,43 @@ fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, derive_with: impl Fn(&Vec
     candidates[best.1].clone()
 }
 
-/// The step of a derived plan with compute times from the cost model and transfers free.
-fn compute_makespan(d: &Derived, costs: &dyn Costs) -> f64 {
+/// The step of a derived plan as the cost model times its compute and transfers.
+fn candidate_step(d: &Derived, costs: &dyn Costs) -> f64 {
     let stages: Vec<std::ops::Range<u64>> = d.placement.stages.iter().map(|s| s.layers.clone()).collect();
-    crate::ir::interpret::run(&d.ir, &ComputeOnly { costs, stages: &stages })
+    crate::ir::interpret::run(&d.ir, &CandidateTimes { costs, stages: &stages })
         .map(|t| t.makespan())
         .unwrap_or(f64::INFINITY)
 }
 
-/// Compute durations from the cost model, transfers free: how derive times a candidate.
-struct ComputeOnly<'a> {
+/// The cost model's compute and transfer times, without the collectives and the optimizer
+/// step every candidate shares: how derive times a candidate.
+struct CandidateTimes<'a> {
     costs: &'a dyn Costs,
     stages: &'a [std::ops::Range<u64>],
 }
 
-impl crate::ir::interpret::Durations for ComputeOnly<'_> {
-    fn instruction(&self, _: u32, i: &Instr) -> f64 {
+impl CandidateTimes<'_> {
+    fn flight(&self, from: u32, to: u32, i: &Instr) -> f64 {
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) => self.costs.transfer(self.stages[s as usize].clone(), mb, from, to),
+            _ => 0.0,
+        }
+    }
+}
+
+impl crate::ir::interpret::Durations for CandidateTimes<'_> {
+    fn instruction(&self, rank: u32, i: &Instr) -> f64 {
         match (i.stage, i.mb) {
             (Some(s), Some(mb)) if i.op.is_compute() => {
                 crate::cost::compute_time(self.costs, i.op, self.stages[s as usize].clone(), mb)
             }
+            _ if i.op == Op::Send && self.costs.send_occupies() => self.flight(rank, i.peer.unwrap_or(rank), i),
             _ => 0.0,
         }
     }
 
-    fn transfer(&self, _: u32, _: u32, _: &Instr) -> f64 {
-        0.0
+    fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {
+        self.flight(from, to, i)
     }
 }
 

@@ -26,7 +26,11 @@ pub fn instr(i: &Instr) -> String {
         Op::OptimizerStep => "optimizer_step".to_string(),
         op => format!("{} {}", op.name(), sm(i)),
     };
-    if i.overlap { format!("{text} (overlapped)") } else { text }
+    match (i.overlap, i.step) {
+        (true, _) => format!("{text} (overlapped)"),
+        (false, Some(ahead)) => format!("{text} (for step +{ahead})"),
+        (false, None) => text,
+    }
 }
 
 pub fn render(ir: &PlanIr) -> String {
@@ -71,6 +75,17 @@ pub fn render(ir: &PlanIr) -> String {
         let _ = writeln!(out, "\nowner {region}: {}", list.join(" "));
     }
     for r in &ir.ranks {
+        if !r.prologue.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nrank {} prologue, once before the first step ({} instructions)",
+                r.rank,
+                r.prologue.len()
+            );
+            for (k, i) in r.prologue.iter().enumerate() {
+                let _ = writeln!(out, "  {k:>4}  {}", instr(i));
+            }
+        }
         let _ = writeln!(out, "\nrank {} ({} instructions)", r.rank, r.instructions.len());
         for (k, i) in r.instructions.iter().enumerate() {
             let _ = writeln!(out, "  {k:>4}  {}", instr(i));

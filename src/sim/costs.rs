@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::cost::model::CostModel;
-use crate::cost::{self};
+use crate::cost::{self, Costs};
 use crate::ir::interpret::Durations;
 use crate::ir::{Group, Instr, Op, PlanIr};
 
@@ -13,7 +13,6 @@ pub struct SimCosts<'a> {
     stages: Vec<Range<u64>>,
     /// Per rank: the layers it holds, by region, for reductions and the optimizer.
     held: Vec<BTreeMap<String, Vec<Range<u64>>>>,
-    overlap_comm: bool,
 }
 
 impl<'a> SimCosts<'a> {
@@ -27,7 +26,7 @@ impl<'a> SimCosts<'a> {
                 }
             }
         }
-        SimCosts { model, stages, held, overlap_comm: model.plan().cluster.overlap_comm }
+        SimCosts { model, stages, held }
     }
 
     pub fn stage_layers(&self, stage: u32) -> Range<u64> {
@@ -42,13 +41,6 @@ impl<'a> SimCosts<'a> {
             .flat_map(|(_, l)| l.clone())
             .collect()
     }
-
-    fn bytes(&self, i: &Instr) -> f64 {
-        match (i.stage, i.mb) {
-            (Some(s), Some(mb)) => self.model.boundary_bytes(self.stage_layers(s), mb),
-            _ => 0.0,
-        }
-    }
 }
 
 impl Durations for SimCosts<'_> {
@@ -58,7 +50,7 @@ impl Durations for SimCosts<'_> {
             op if op.is_compute() => {
                 cost::compute_time(m, op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0))
             }
-            Op::Send if !self.overlap_comm => m.p2p(self.bytes(i), rank, i.peer.unwrap_or(rank)),
+            Op::Send if m.send_occupies() => self.transfer(rank, i.peer.unwrap_or(rank), i),
             Op::AllReduce => {
                 let grads: f64 = self.held(rank, i.region.as_deref()).into_iter().map(|l| m.grad_bytes(l)).sum();
                 match i.group {
@@ -72,7 +64,9 @@ impl Durations for SimCosts<'_> {
     }
 
     fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {
-        // A gradient has the size of the activation it is the gradient of: one size for both.
-        self.model.p2p(self.bytes(i), from, to)
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) => self.model.transfer(self.stage_layers(s), mb, from, to),
+            _ => 0.0,
+        }
     }
 }
