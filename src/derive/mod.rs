@@ -255,7 +255,11 @@ fn reductions(g: &mut OrderGraph, plan: &Plan, placement: &Placement) {
     }
     for replica in [placement.encoder, placement.sink].into_iter().flatten().filter(|e| e.trainable) {
         let name = placement.regions[replica.region].name.clone();
-        collective(g, Group::Pp, &name);
+        if replica.chunks > 1 && replica.fill == Fill::Slack {
+            gradient_buckets(g, &replica, &name);
+        } else {
+            collective(g, Group::Pp, &name);
+        }
         if dp {
             for r in 0..ranks {
                 let node = g.node(Instr::all_reduce(Group::Dp, &name), Some(r));
@@ -267,6 +271,22 @@ fn reductions(g: &mut OrderGraph, plan: &Plan, placement: &Placement) {
         for r in 0..ranks {
             let node = g.node(Instr::optimizer_step(), Some(r));
             g.chains[r as usize].push(node);
+        }
+    }
+}
+
+/// A chunked encoder's gradients are reduced over the pipeline group one chunk at a time, each
+/// as soon as every rank has run its last backward of that chunk, beside the backward of the
+/// chunks before it; the optimizer step waits for all of them.
+fn gradient_buckets(g: &mut OrderGraph, encoder: &placement::Encoder, region: &str) {
+    for stage in encoder.stages().rev() {
+        let node = g.node(Instr::all_reduce_bucket(Group::Pp, region, stage), None);
+        for chain in &mut g.chains {
+            let last = chain.iter().rposition(|n| {
+                let i = &g.graph[*n].instr;
+                i.op == Op::Backward && i.stage == Some(stage)
+            });
+            chain.insert(last.map_or(chain.len(), |k| k + 1), node);
         }
     }
 }

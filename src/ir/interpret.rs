@@ -1,6 +1,7 @@
 //! Running the per-rank lists as a runtime would: each rank in order, a receive blocking until
 //! its send has happened (and the data has crossed), a pipeline-group collective until every
-//! rank has reached it. With durations this is the simulator's timeline; with none it is the
+//! rank has reached it (an asynchronous one only where the reduced gradients are read, the
+//! optimizer step or a data-parallel reduction, running beside the rank's work until then). With durations this is the simulator's timeline; with none it is the
 //! validator's deadlock check. Linear in the number of instructions.
 
 use rustc_hash::FxHashMap;
@@ -18,6 +19,15 @@ impl Timeline {
     pub fn makespan(&self) -> f64 {
         self.end.iter().flatten().cloned().fold(0.0, f64::max)
     }
+}
+
+/// A pipeline-group collective as the ranks reach it.
+#[derive(Clone, Default)]
+struct Collective {
+    arrived: usize,
+    latest: f64,
+    /// Once every rank is in: when it ends, after the group's previous collective.
+    end: Option<f64>,
 }
 
 /// Where the lists stop for good: each rank that could not finish, at the instruction it waits in.
@@ -64,10 +74,13 @@ pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock>
     // Arrival time of every sent tensor at its receiver, and who waits for which.
     let mut arrived: FxHashMap<Key, f64> = FxHashMap::default();
     let mut waiting: FxHashMap<Key, usize> = FxHashMap::default();
-    // The k-th pipeline-group collective: ranks arrived so far and their latest clock.
-    let mut collective: Vec<(usize, f64)> = Vec::new();
+    // The k-th pipeline-group collective: ranks arrived so far, their latest clock, and when it
+    // ends; the group's collectives run one after another, each once all ranks are in.
+    let mut collective: Vec<Collective> = Vec::new();
     let mut collectives_done = vec![0usize; ranks];
     let mut at_collective: Vec<Option<usize>> = vec![None; ranks];
+    // Asynchronous collectives each rank started and has not waited for yet.
+    let mut pending: Vec<Vec<usize>> = vec![Vec::new(); ranks];
     let mut ready: Vec<usize> = (0..ranks).rev().collect();
     while let Some(r) = ready.pop() {
         let list = &ir.ranks[r].instructions;
@@ -99,21 +112,39 @@ pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock>
                     if at_collective[r] != Some(k) {
                         at_collective[r] = Some(k);
                         if collective.len() <= k {
-                            collective.resize(k + 1, (0, 0.0));
+                            collective.resize(k + 1, Collective::default());
                         }
-                        collective[k].0 += 1;
-                        collective[k].1 = collective[k].1.max(clock[r]);
-                        if collective[k].0 == ranks {
+                        let c = &mut collective[k];
+                        c.arrived += 1;
+                        c.latest = c.latest.max(clock[r]);
+                        if c.arrived == ranks {
+                            let free = k.checked_sub(1).and_then(|j| collective[j].end).unwrap_or(0.0);
+                            let c = &mut collective[k];
+                            c.end = Some(c.latest.max(free) + durations.instruction(rank, i));
                             // The last to arrive releases the others.
                             ready.extend((0..ranks).filter(|&o| o != r));
                         }
                     }
-                    if collective[k].0 < ranks {
-                        break;
+                    if i.asynchronous {
+                        pending[r].push(k);
+                        start[r][pc[r]] = clock[r];
+                        collectives_done[r] += 1;
+                    } else {
+                        let Some(done) = collective[k].end else { break };
+                        start[r][pc[r]] = done - durations.instruction(rank, i);
+                        clock[r] = done;
+                        collectives_done[r] += 1;
                     }
-                    start[r][pc[r]] = collective[k].1;
-                    clock[r] = collective[k].1 + durations.instruction(rank, i);
-                    collectives_done[r] += 1;
+                }
+                // The optimizer and the data-parallel reductions read the reduced gradients.
+                Op::OptimizerStep | Op::AllReduce if !pending[r].is_empty() => {
+                    let Some(done) = pending[r].iter().map(|&k| collective[k].end).collect::<Option<Vec<f64>>>() else {
+                        break;
+                    };
+                    clock[r] = done.into_iter().fold(clock[r], f64::max);
+                    pending[r].clear();
+                    start[r][pc[r]] = clock[r];
+                    clock[r] += durations.instruction(rank, i);
                 }
                 _ => {
                     start[r][pc[r]] = clock[r];

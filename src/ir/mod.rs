@@ -168,6 +168,10 @@ pub struct Instr {
     /// lookahead encoder's forward of the next step's microbatch. Absent: this step.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub step: Option<u32>,
+    /// An `all_reduce` the rank starts and does not wait for: it runs beside the rank's later
+    /// work, and the rank waits for it before its `optimizer_step`.
+    #[serde(rename = "async", skip_serializing_if = "std::ops::Not::not", default)]
+    pub asynchronous: bool,
 }
 
 impl Instr {
@@ -182,6 +186,7 @@ impl Instr {
             region: None,
             overlap: false,
             step: None,
+            asynchronous: false,
         }
     }
 
@@ -196,6 +201,7 @@ impl Instr {
             region: None,
             overlap: false,
             step: None,
+            asynchronous: false,
         }
     }
 
@@ -210,7 +216,14 @@ impl Instr {
             region: Some(region.to_string()),
             overlap: false,
             step: None,
+            asynchronous: false,
         }
+    }
+
+    /// The reduction of one stage's gradients over `group`, started as soon as the rank's last
+    /// backward of that stage is done (a gradient bucket).
+    pub fn all_reduce_bucket(group: Group, region: &str, stage: u32) -> Instr {
+        Instr { stage: Some(stage), asynchronous: true, ..Instr::all_reduce(group, region) }
     }
 
     pub fn optimizer_step() -> Instr {
@@ -224,6 +237,7 @@ impl Instr {
             region: None,
             overlap: false,
             step: None,
+            asynchronous: false,
         }
     }
 }

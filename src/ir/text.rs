@@ -21,7 +21,9 @@ pub fn instr(i: &Instr) -> String {
                 Some(super::Group::Dp) => "dp",
                 None => "?",
             };
-            format!("all_reduce {group} {}", i.region.as_deref().unwrap_or(""))
+            let bucket = i.stage.map(|s| format!(" s{s}")).unwrap_or_default();
+            let wait = if i.asynchronous { " (async)" } else { "" };
+            format!("all_reduce {group} {}{bucket}{wait}", i.region.as_deref().unwrap_or(""))
         }
         Op::OptimizerStep => "optimizer_step".to_string(),
         op => format!("{} {}", op.name(), sm(i)),

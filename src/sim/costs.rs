@@ -52,7 +52,11 @@ impl Durations for SimCosts<'_> {
             }
             Op::Send if m.send_occupies() => self.transfer(rank, i.peer.unwrap_or(rank), i),
             Op::AllReduce => {
-                let grads: f64 = self.held(rank, i.region.as_deref()).into_iter().map(|l| m.grad_bytes(l)).sum();
+                let layers = match i.stage {
+                    Some(bucket) => vec![self.stage_layers(bucket)],
+                    None => self.held(rank, i.region.as_deref()),
+                };
+                let grads: f64 = layers.into_iter().map(|l| m.grad_bytes(l)).sum();
                 match i.group {
                     Some(Group::Pp) => m.all_reduce(grads, m.plan().cluster.pp, m.pp_link()),
                     _ => m.all_reduce(grads, m.plan().cluster.dp, m.dp_link(rank)),

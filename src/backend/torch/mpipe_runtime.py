@@ -202,6 +202,8 @@ class Rank:
 
     def step(self, step, instructions, fail_at=None):
         acts, grads, kept, pending, losses, sends = dict(self.carried), {}, {}, [], [], []
+        # Asynchronous gradient reductions (buckets) not yet waited for.
+        reducing = []
         ahead, batch, next_batch = {}, self.batches(step), self.batches(step + 1)
         durations = []
         self.timings.append(durations)
@@ -265,15 +267,26 @@ class Rank:
                     t = self.receive(self.global_rank(i["peer"]), key)
                     (acts if i["dir"] == "act" else grads)[(i["stage"], i["mb"])] = t
                 elif op == "all_reduce":
-                    for p in self.params(i.get("region")):
+                    if not i.get("async"):
+                        # What reads reduced gradients waits for the buckets still in flight.
+                        for work in reducing:
+                            work.wait()
+                        reducing = []
+                    params = self.modules[i["stage"]].parameters() if "stage" in i else self.params(i.get("region"))
+                    for p in (p for p in params if p.requires_grad):
                         if p.grad is None:
                             p.grad = torch.zeros_like(p)
-                        if i["group"] == "pp":
+                        if i.get("async"):
+                            reducing.append(dist.all_reduce(p.grad, group=self.pp_group, async_op=True))
+                        elif i["group"] == "pp":
                             dist.all_reduce(p.grad, group=self.pp_group)
                         elif self.dp_group is not None:
                             dist.all_reduce(p.grad, group=self.dp_group)
                             p.grad /= dist.get_world_size(self.dp_group)
                 elif op == "optimizer_step":
+                    for work in reducing:
+                        work.wait()
+                    reducing = []
                     self.before_step(step, losses)
                     if self.optimizer is not None:
                         self.optimizer.step()
