@@ -179,6 +179,10 @@ enum Command {
         /// (with a warning that says what changed) instead of refusing
         #[arg(long)]
         nearest: bool,
+        /// How the per-rank plan is written: `readable` (plan.json), `compact` (plan.compact.json,
+        /// a token per instruction), or `auto`: readable up to 200,000 instructions, compact above
+        #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
+        plan_format: build::PlanFormatArg,
     },
     /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
     /// pipelining; compare loss, gradients and parameters
@@ -215,7 +219,7 @@ pub fn main() -> ExitCode {
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
         Command::Lsp => lsp::run(),
-        Command::Bench { json, runs } => bench::run(*json, *runs),
+        Command::Bench { json, runs } => bench::run(&cli.global, *json, *runs),
         Command::Tune { plan, devices, objective, memory_limit, top, seed, out, per_batch } => tune::run(
             &cli.global,
             plan,
@@ -239,8 +243,10 @@ pub fn main() -> ExitCode {
         Command::Sim { plan, json, compare, samples, seed } => {
             sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
         }
-        Command::Build { plan, out, force, target, nearest } => {
-            build::run(&cli.global, plan, out, *force, target, *nearest)
+        Command::Build { plan, out, force, target, nearest, plan_format } => {
+            let request =
+                build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
+            build::run(&cli.global, plan, &request)
         }
         Command::Verify { plan, procs, dp, steps, python, profile } => {
             verify::run(&cli.global, plan, *procs, *dp, *steps, python.as_deref(), *profile)
