@@ -91,7 +91,7 @@ impl PlanFormat {
 /// The buffer every output is written through; the writers format into it directly.
 pub type Sink<'w> = BufWriter<&'w mut dyn Write>;
 
-type Writer<'a> = Box<dyn for<'w> Fn(&mut Sink<'w>) -> io::Result<()> + 'a>;
+type Writer<'a> = Box<dyn for<'w> Fn(&mut Sink<'w>) -> io::Result<()> + Send + Sync + 'a>;
 
 /// One output file: its path relative to the output directory and the writer of its bytes,
 /// which formats from the compiler's own data as it goes, so a plan of a million instructions
@@ -102,7 +102,7 @@ pub struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    fn new(path: &str, write: impl for<'w> Fn(&mut Sink<'w>) -> io::Result<()> + 'a) -> Output<'a> {
+    fn new(path: &str, write: impl for<'w> Fn(&mut Sink<'w>) -> io::Result<()> + Send + Sync + 'a) -> Output<'a> {
         Output { path: path.into(), write: Box::new(write) }
     }
 
