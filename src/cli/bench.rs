@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::Global;
 use super::build::{Request, build};
+use super::report::Reporter;
 
 #[derive(Serialize)]
 struct Row {
@@ -96,7 +97,7 @@ fn rows(global: &Global, scratch: &Path, runs: usize) -> Result<Vec<Row>, String
         };
         let mut failed = None;
         let whole = median(runs, || {
-            if let Err(status) = build(global, &source, &request) {
+            if let Err(status) = build(global, &source, &request, &mut Reporter::silent(global)) {
                 failed = Some(status);
             }
         });

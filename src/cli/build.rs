@@ -36,7 +36,7 @@ pub struct Request<'a> {
 }
 
 pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
-    match build(global, plan, request) {
+    match build(global, plan, request, &mut Reporter::new(global)) {
         Ok(names) => {
             eprintln!("wrote {} ({})", request.out.display(), names.join(", "));
             0
@@ -47,9 +47,8 @@ pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
 
 /// The whole build, from reading the plan to the last output in place: what `mpipec build`
 /// runs and `mpipec bench` times. `Ok` holds the files written.
-pub fn build(global: &Global, plan: &Path, request: &Request) -> Result<Vec<String>, u8> {
-    let mut reporter = Reporter::new(global);
-    let (checked, plan_spec) = super::check::load_plan(global, plan, &mut reporter)?;
+pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
+    let (checked, plan_spec) = super::check::load_plan(global, plan, reporter)?;
     let derived = mpipe::build::derive_checked(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
     let simulation = mpipe::build::simulate(&plan_spec, &derived);
     reporter.emit(&mpipe::build::diagnostics(&plan_spec, &simulation), &checked.program.sources);
