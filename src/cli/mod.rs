@@ -157,6 +157,10 @@ enum Command {
         /// Runs per measurement
         #[arg(long, default_value_t = 9)]
         runs: usize,
+        /// Print the benchmark plan of P pipeline ranks and M microbatches instead, for timing
+        /// builds of it from outside (scripts/bench-build)
+        #[arg(long, num_args = 2, value_names = ["P", "M"])]
+        print_plan: Option<Vec<u32>>,
     },
     /// Run the language server over stdio (for editors)
     Lsp,
@@ -219,7 +223,11 @@ pub fn main() -> ExitCode {
         Command::Fmt { check, stdin, files } => format::run(&cli.global, files, *check, *stdin),
         Command::Explain { code } => explain::run(code),
         Command::Lsp => lsp::run(),
-        Command::Bench { json, runs } => bench::run(&cli.global, *json, *runs),
+        Command::Bench { print_plan: Some(pm), .. } => {
+            print!("{}", mpipe::bench::plan_text(pm[0], pm[1]));
+            0
+        }
+        Command::Bench { json, runs, print_plan: None } => bench::run(&cli.global, *json, *runs),
         Command::Tune { plan, devices, objective, memory_limit, top, seed, out, per_batch } => tune::run(
             &cli.global,
             plan,

@@ -387,33 +387,37 @@ fn write_axis(f: &Frame, ranks: usize, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-/// One entry per kind the picture holds, then the chunks' hatches and idle.
+/// One entry per kind the picture holds, naming the ops drawn in it, then a hatched sample of
+/// each chunk past the first, then idle.
 fn write_legend(ir: &PlanIr, kinds: &[(usize, usize)], left: f64, y: f64, out: &mut impl Write) -> io::Result<()> {
-    let mut present: Vec<Kind> = Vec::new();
+    let mut present: Vec<(Kind, Vec<Op>)> = Vec::new();
+    let mut hatched: Vec<Kind> = Vec::new();
     for i in ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op.is_compute()) {
-        let k = Kind { chunk: 0, ..kind(kinds, i) };
-        if !present.contains(&k) {
-            present.push(k);
+        let k = kind(kinds, i);
+        if k.chunk > 0 && !hatched.iter().any(|h| h.chunk.min(3) == k.chunk.min(3)) {
+            hatched.push(k);
+        }
+        let k = Kind { chunk: 0, ..k };
+        match present.iter_mut().find(|(p, _)| *p == k) {
+            Some((_, ops)) if !ops.contains(&i.op) => ops.push(i.op),
+            Some(_) => {}
+            None => present.push((k, vec![i.op])),
         }
     }
-    present.sort_by_key(|k| (k.region, k.shade));
-    let chunks = kinds.iter().map(|&(_, c)| c).max().unwrap_or(0);
+    present.sort_by_key(|(k, _)| (k.region, k.shade));
+    hatched.sort_by_key(|k| k.chunk);
     let mut entries: Vec<(String, String)> = present
-        .iter()
-        .map(|k| {
-            let backward = ir.ranks.iter().flat_map(|r| &r.instructions).any(|i| i.op == Op::BackwardInput);
-            let what = match (k.shade, backward) {
-                (0, _) => "forward",
-                (1, true) => "backward / backward_input",
-                (1, false) => "backward",
-                _ => "backward_weight",
-            };
-            (k.colour().to_string(), format!("{} {what}", ir.regions[k.region].name))
+        .into_iter()
+        .map(|(k, mut ops)| {
+            ops.sort();
+            let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+            (k.colour().to_string(), format!("{} {}", ir.regions[k.region].name, names.join(" / ")))
         })
         .collect();
-    for chunk in 1..=chunks.min(3) {
-        let k = Kind { chunk, ..present.first().copied().unwrap_or(Kind { region: 0, shade: 0, chunk }) };
-        entries.push((k.fill(), format!("chunk {chunk}{}", if chunk == 3 && chunks > 3 { "+" } else { "" })));
+    let most = kinds.iter().map(|&(_, c)| c).max().unwrap_or(0);
+    for k in hatched {
+        let more = if k.chunk >= 3 && most > 3 { "+" } else { "" };
+        entries.push((k.fill(), format!("chunk {}{more}", k.chunk.min(3))));
     }
     entries.push((IDLE.to_string(), "idle".to_string()));
     let mut x = left;
