@@ -57,24 +57,21 @@ struct RankView<'a> {
     code: Code<'a>,
 }
 
-/// A rank's instructions, serialised as one string formatted straight into the output.
+/// A rank's instructions, serialised as one string.
 struct Code<'a>(&'a [Instr]);
 
 impl Serialize for Code<'_> {
     fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl fmt::Display for Code<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Formatted whole first (about 12 bytes an instruction of one rank): serde_json then
+        // scans it for escapes at once instead of token by token, several times faster.
+        let mut code = String::with_capacity(12 * self.0.len());
         for (k, i) in self.0.iter().enumerate() {
             if k > 0 {
-                f.write_char(' ')?;
+                code.push(' ');
             }
-            i.serialize(Token { out: f }).map_err(|_| fmt::Error)?;
+            i.serialize(Token { out: &mut code }).map_err(ser::Error::custom)?;
         }
-        Ok(())
+        s.serialize_str(&code)
     }
 }
 
