@@ -111,13 +111,6 @@ impl<'a> Output<'a> {
         (self.write)(&mut sink)?;
         sink.flush()
     }
-
-    /// The whole file in memory: for tests and small files.
-    pub fn bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.write_to(&mut out).expect("writing to memory cannot fail");
-        out
-    }
 }
 
 impl<'a> From<Artifact> for Output<'a> {

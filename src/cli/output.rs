@@ -44,8 +44,7 @@ fn sibling(out: &Path, tag: &str) -> PathBuf {
 }
 
 /// [`write_atomically`], keeping mpipec's other files already in `out`.
-pub fn write_merged(out: &Path, files: Vec<Output<'_>>, force: bool) -> Result<(), String> {
-    let mut files = files;
+pub fn write_merged(out: &Path, mut files: Vec<Output<'_>>, force: bool) -> Result<(), String> {
     for old in manifest_of(out).unwrap_or_default() {
         if !files.iter().any(|f| f.path == old)
             && let Ok(contents) = fs::read_to_string(out.join(&old))

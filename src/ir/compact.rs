@@ -97,13 +97,6 @@ pub fn write(ir: &PlanIr, out: &mut impl std::io::Write) -> std::io::Result<()> 
     out.write_all(b"\n")
 }
 
-/// One instruction's token, for a reader's error messages and the tests.
-pub fn token(i: &Instr) -> String {
-    let mut s = String::new();
-    let _ = i.serialize(Token { out: &mut s });
-    s
-}
-
 /// Why an instruction has no token: a value kind the grammar lacks (a float, a list).
 #[derive(Debug)]
 pub struct Unencodable(String);
@@ -505,6 +498,12 @@ fn decode(token: &str) -> Result<serde_json::Value, String> {
 mod tests {
     use super::*;
     use crate::ir::{Dir, Group, Op};
+
+    fn token(i: &Instr) -> String {
+        let mut s = String::new();
+        i.serialize(Token { out: &mut s }).unwrap();
+        s
+    }
 
     #[test]
     fn tokens_of_each_kind() {
