@@ -166,7 +166,8 @@ enum Command {
     Lsp,
     /// Print the long explanation of a diagnostic code
     Explain { code: String },
-    /// Derive the per-rank plan and write plan.json, plan.txt and schedule.csv
+    /// Derive the per-rank plan and write plan.json (or plan.compact.json), plan.txt,
+    /// schedule.csv, report.json, the timelines and the targets' launch files
     Build {
         plan: std::path::PathBuf,
         /// Output directory

@@ -436,15 +436,14 @@ fn write_legend(ir: &PlanIr, kinds: &[(usize, usize)], left: f64, y: f64, out: &
 
 /// A Chrome trace event; fields in name order, as the trace has always been written.
 #[derive(Serialize)]
-struct Event<'a, N: std::fmt::Display> {
+struct Event<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<Args<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cat: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dur: Option<f64>,
-    #[serde(serialize_with = "displayed")]
-    name: N,
+    name: &'a str,
     ph: &'static str,
     pid: u32,
     tid: usize,
@@ -457,10 +456,6 @@ enum Args<'a> {
     #[serde(rename = "name")]
     Name(&'a str),
     GiB(f64),
-}
-
-fn displayed<N: std::fmt::Display, S: serde::Serializer>(name: &N, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(name)
 }
 
 pub fn trace(ir: &PlanIr, timeline: &Timeline, memory: &[Vec<(f64, f64)>]) -> String {
@@ -479,9 +474,11 @@ pub fn write_trace(
 ) -> io::Result<()> {
     out.write_all(br#"{"displayTimeUnit":"ms","traceEvents":["#)?;
     let mut first = true;
+    // Names are formatted into one buffer, so serde_json escapes each at once.
+    let mut name = String::new();
     for r in 0..ir.ranks.len() {
-        let name = format!("rank {r}");
-        let args = Some(Args::Name(&name));
+        let thread = format!("rank {r}");
+        let args = Some(Args::Name(&thread));
         let e = Event { args, cat: None, dur: None, name: "thread_name", ph: "M", pid: 0, tid: r, ts: None };
         event(out, &mut first, &e)?;
     }
@@ -494,13 +491,16 @@ pub fn write_trace(
                 i.op.is_compute() || matches!(i.op, Op::AllReduce | Op::OptimizerStep) || (i.op == Op::Send && e > s);
             if shown {
                 let (ts, dur) = (Some(s * 1e6), Some((e - s) * 1e6));
-                let e = Event { args: None, cat: Some(cat), dur, name: Shown(i), ph: "X", pid: 0, tid: r, ts };
+                name.clear();
+                let _ = write!(name, "{}", Shown(i));
+                let e = Event { args: None, cat: Some(cat), dur, name: &name, ph: "X", pid: 0, tid: r, ts };
                 event(out, &mut first, &e)?;
             }
         }
+        let counter = format!("memory rank {r}");
         for (t, bytes) in &memory[r] {
             let args = Some(Args::GiB(bytes / 1073741824.0));
-            let e = Event { args, cat: None, dur: None, name: MemoryOf(r), ph: "C", pid: 0, tid: r, ts: Some(t * 1e6) };
+            let e = Event { args, cat: None, dur: None, name: &counter, ph: "C", pid: 0, tid: r, ts: Some(t * 1e6) };
             event(out, &mut first, &e)?;
         }
     }
@@ -512,15 +512,6 @@ fn event(out: &mut impl Write, first: &mut bool, e: &impl Serialize) -> io::Resu
         out.write_all(b",")?;
     }
     serde_json::to_writer(&mut *out, e).map_err(io::Error::from)
-}
-
-/// The name of a rank's memory counter.
-struct MemoryOf(usize);
-
-impl std::fmt::Display for MemoryOf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "memory rank {}", self.0)
-    }
 }
 
 /// What [`ascii`] draws, for the line above it.
