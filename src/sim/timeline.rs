@@ -174,38 +174,36 @@ pub fn write_svg(ir: &PlanIr, timeline: &Timeline, title: &str, out: &mut impl W
         seconds(f.step)
     )?;
     for (r, rank) in ir.ranks.iter().enumerate() {
-        let y = f.y(r);
-        writeln!(out, r#"<rect x="{}" y="{y}" width="{}" height="{}" fill="{IDLE}"/>"#, f.left, f.width, f.lane - 4.0)?;
-        writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="end">rank {r}</text>"#,
-            f.left - 8.0,
-            y + f.lane / 2.0 + 1.0
-        )?;
-        let (start, end) = (&timeline.start[r], &timeline.end[r]);
-        if boxes > DETAILED_BOXES {
-            write_bands(&f, r, &rank.instructions, start, end, &kinds, out)?;
-        } else {
-            write_boxes(&f, r, &rank.instructions, start, end, &kinds, out)?;
-        }
-        let busy: f64 = rank
-            .instructions
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.op.is_compute())
-            .map(|(k, _)| end[k] - start[k])
-            .sum();
-        writeln!(
-            out,
-            r##"<text x="{}" y="{}" fill="#555">idle {:.0}%</text>"##,
-            f.left + f.width + 6.0,
-            y + f.lane / 2.0 + 1.0,
-            100.0 * (1.0 - busy / f.step).max(0.0)
-        )?;
+        write_lane(&f, r, &rank.instructions, timeline, &kinds, boxes > DETAILED_BOXES, out)?;
     }
     write_axis(&f, ir.ranks.len(), out)?;
     write_legend(ir, &kinds, f.left, legend_y, out)?;
     out.write_all(b"</svg>\n")
+}
+
+/// One rank's lane: its grey background, its boxes or bands, and its idle share at the right.
+fn write_lane(
+    f: &Frame,
+    r: usize,
+    instructions: &[Instr],
+    timeline: &Timeline,
+    kinds: &[(usize, usize)],
+    banded: bool,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let (y, middle) = (f.y(r), f.y(r) + f.lane / 2.0 + 1.0);
+    writeln!(out, r#"<rect x="{}" y="{y}" width="{}" height="{}" fill="{IDLE}"/>"#, f.left, f.width, f.lane - 4.0)?;
+    writeln!(out, r#"<text x="{}" y="{middle}" text-anchor="end">rank {r}</text>"#, f.left - 8.0)?;
+    let (start, end) = (&timeline.start[r], &timeline.end[r]);
+    if banded {
+        write_bands(f, r, instructions, start, end, kinds, out)?;
+    } else {
+        write_boxes(f, r, instructions, start, end, kinds, out)?;
+    }
+    let busy: f64 =
+        instructions.iter().enumerate().filter(|(_, i)| i.op.is_compute()).map(|(k, _)| end[k] - start[k]).sum();
+    let idle = 100.0 * (1.0 - busy / f.step).max(0.0);
+    writeln!(out, r##"<text x="{}" y="{middle}" fill="#555">idle {idle:.0}%</text>"##, f.left + f.width + 6.0)
 }
 
 /// A hatch per chunk past the first: chunk 1 diagonal, chunk 2 crossed, chunk 3 dotted.
