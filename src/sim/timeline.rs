@@ -488,7 +488,7 @@ pub fn write_trace(
             let shown =
                 i.op.is_compute() || matches!(i.op, Op::AllReduce | Op::OptimizerStep) || (i.op == Op::Send && e > s);
             if shown {
-                let (ts, dur) = (Some(s * 1e6), Some((e - s) * 1e6));
+                let (ts, dur) = (Some(micros(s)), Some(micros(e - s)));
                 name.clear();
                 let _ = write!(name, "{}", Shown(i));
                 let e = Event { args: None, cat: Some(cat), dur, name: &name, ph: "X", pid: 0, tid: r, ts };
@@ -497,12 +497,23 @@ pub fn write_trace(
         }
         let counter = format!("memory rank {r}");
         for (t, bytes) in &memory[r] {
-            let args = Some(Args::GiB(bytes / 1073741824.0));
-            let e = Event { args, cat: None, dur: None, name: &counter, ph: "C", pid: 0, tid: r, ts: Some(t * 1e6) };
+            let args = Some(Args::GiB(rounded(bytes / 1073741824.0, 1e6)));
+            let e = Event { args, cat: None, dur: None, name: &counter, ph: "C", pid: 0, tid: r, ts: Some(micros(*t)) };
             event(out, &mut first, &e)?;
         }
     }
     out.write_all(b"]}\n")
+}
+
+/// `x` to the nearest 1 / `per`: the trace's numbers are written with the digits they mean, a
+/// third shorter than a double's seventeen.
+fn rounded(x: f64, per: f64) -> f64 {
+    (x * per).round() / per
+}
+
+/// Seconds as the trace's microseconds, to the nanosecond.
+fn micros(t: f64) -> f64 {
+    rounded(t * 1e6, 1e3)
 }
 
 fn event(out: &mut impl Write, first: &mut bool, e: &impl Serialize) -> io::Result<()> {
