@@ -1,5 +1,6 @@
 //! The compiler's speed, stage by stage: parse + check, derive + lower + validate, simulate,
-//! on interleaved(2) plans at P×M from 8×16 to 64×1024 (criterion; medians in the report).
+//! and the whole build (parse to every output written into a temporary folder), on
+//! interleaved(2) plans at P×M from 8×16 to 64×1024 (criterion; medians in the report).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mpipe::bench::{SIZES, plan, plan_text};
@@ -36,6 +37,35 @@ fn stages(c: &mut Criterion) {
         });
     }
     simulate.finish();
+    let mut whole = c.benchmark_group("whole build");
+    whole.sample_size(10);
+    let scratch = std::env::temp_dir().join(format!("mpipec-criterion-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    for &(p, m) in SIZES {
+        let text = plan_text(p, m);
+        whole.bench_with_input(BenchmarkId::from_parameter(format!("P{p}xM{m}")), &text, |b, text| {
+            b.iter(|| build_into(text, &scratch))
+        });
+    }
+    whole.finish();
+    std::fs::remove_dir_all(&scratch).unwrap();
+}
+
+/// What `mpipec build --target torch` does, but for the atomic rename: every output streamed
+/// into its file under `dir`.
+fn build_into(text: &str, dir: &std::path::Path) {
+    let checked = mpipe::check("bench.mpipe", "bench.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
+    let plan = checked.plan.unwrap();
+    let derived = mpipe::build::derive_checked(&plan).unwrap();
+    let simulation = mpipe::build::simulate(&plan, &derived);
+    let mut files = mpipe::build::outputs(&derived, &simulation, mpipe::build::PlanFormat::Auto);
+    let torch = mpipe::backend::artifacts(mpipe::backend::Target::Torch, &plan, &derived);
+    files.extend(torch.into_iter().map(mpipe::build::Output::from));
+    for f in &files {
+        let path = dir.join(&f.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        f.write_to(&mut std::fs::File::create(path).unwrap()).unwrap();
+    }
 }
 
 criterion_group!(benches, stages);

@@ -1,5 +1,7 @@
-//! `build`: a checked plan to the files of its output directory, all in memory. The CLI
-//! writes them (atomically); nothing here touches the file system.
+//! `build`: a checked plan to the files of its output directory. Each file is a writer the
+//! CLI streams into place (atomically); nothing here touches the file system.
+
+use std::io::{self, BufWriter, Write};
 
 use crate::check::spec::Plan;
 use crate::cost::Costs;
@@ -7,7 +9,7 @@ use crate::cost::model::CostModel;
 use crate::derive::{self, Derived};
 use crate::diagnostics::Diagnostic;
 use crate::error::Error;
-use crate::ir::{csv, text, validate};
+use crate::ir::{compact, csv, text, validate};
 use crate::sim::{self, report::Simulation, timeline};
 
 /// One output file: its path relative to the output directory, and its bytes.
@@ -54,36 +56,87 @@ pub fn diagnostics(plan: &Plan, simulation: &Simulation) -> Vec<Diagnostic> {
         .collect()
 }
 
-/// Above this many instructions the timeline pictures are left out: nobody reads a trace of
-/// millions of boxes, and writing one costs more than deriving the plan.
-pub const PICTURE_INSTRUCTIONS: usize = 200_000;
-
-/// Whether `artifacts` draws the timeline of `ir`.
-pub fn pictured(ir: &crate::ir::PlanIr) -> bool {
-    ir.ranks.iter().map(|r| r.instructions.len()).sum::<usize>() <= PICTURE_INSTRUCTIONS
+/// Which encoding of the IR a build writes: plan.json (an object per instruction), or
+/// plan.compact.json (a token per instruction, docs/plan-formats.md). `Auto` writes plan.json
+/// up to [`COMPACT_ABOVE`] instructions and the compact plan above, where plan.json would be
+/// hundreds of megabytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanFormat {
+    Readable,
+    Compact,
+    Auto,
 }
 
-pub fn artifacts(derived: &Derived, simulation: &Simulation) -> Vec<Artifact> {
+pub const COMPACT_ABOVE: usize = 200_000;
+
+pub const READABLE_PLAN: &str = "plan.json";
+pub const COMPACT_PLAN: &str = "plan.compact.json";
+
+pub fn instructions(ir: &crate::ir::PlanIr) -> usize {
+    ir.ranks.iter().map(|r| r.instructions.len()).sum()
+}
+
+impl PlanFormat {
+    /// The file this format writes for `ir`.
+    pub fn file(self, ir: &crate::ir::PlanIr) -> &'static str {
+        match self {
+            PlanFormat::Readable => READABLE_PLAN,
+            PlanFormat::Compact => COMPACT_PLAN,
+            PlanFormat::Auto if instructions(ir) > COMPACT_ABOVE => COMPACT_PLAN,
+            PlanFormat::Auto => READABLE_PLAN,
+        }
+    }
+}
+
+/// The buffer every output is written through; the writers format into it directly.
+pub type Sink<'w> = BufWriter<&'w mut dyn Write>;
+
+type Writer<'a> = Box<dyn for<'w> Fn(&mut Sink<'w>) -> io::Result<()> + Send + Sync + 'a>;
+
+/// One output file: its path relative to the output directory and the writer of its bytes,
+/// which formats from the compiler's own data as it goes, so a plan of a million instructions
+/// is never held whole in memory as text.
+pub struct Output<'a> {
+    pub path: String,
+    write: Writer<'a>,
+}
+
+impl<'a> Output<'a> {
+    fn new(path: &str, write: impl for<'w> Fn(&mut Sink<'w>) -> io::Result<()> + Send + Sync + 'a) -> Output<'a> {
+        Output { path: path.into(), write: Box::new(write) }
+    }
+
+    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut sink = BufWriter::with_capacity(1 << 16, out);
+        (self.write)(&mut sink)?;
+        sink.flush()
+    }
+}
+
+impl<'a> From<Artifact> for Output<'a> {
+    fn from(a: Artifact) -> Output<'a> {
+        Output::new(&a.path.clone(), move |w| w.write_all(a.contents.as_bytes()))
+    }
+}
+
+/// Every output of a build but the backends'.
+pub fn outputs<'a>(derived: &'a Derived, simulation: &'a Simulation, format: PlanFormat) -> Vec<Output<'a>> {
     let ir = &derived.ir;
     let mut report = serde_json::to_string_pretty(&simulation.report).expect("the report serialises");
     report.push('\n');
+    let plan = match format.file(ir) {
+        COMPACT_PLAN => Output::new(COMPACT_PLAN, move |w| compact::write(ir, w)),
+        _ => Output::new(READABLE_PLAN, move |w| ir.write_json(w)),
+    };
     let mut out = vec![
-        Artifact { path: "plan.json".into(), contents: ir.to_json() },
-        Artifact { path: "plan.txt".into(), contents: text::render(ir) },
-        Artifact { path: "report.json".into(), contents: report },
+        plan,
+        Output::new("plan.txt", move |w| text::write(ir, w)),
+        Artifact { path: "report.json".into(), contents: report }.into(),
+        Output::new("timeline.json", move |w| timeline::write_trace(ir, &simulation.timeline, &simulation.memory, w)),
+        Output::new("timeline.svg", move |w| timeline::write_svg(ir, &simulation.timeline, &ir.source, w)),
     ];
-    if pictured(ir) {
-        out.push(Artifact {
-            path: "timeline.json".into(),
-            contents: timeline::trace(ir, &simulation.timeline, &simulation.memory),
-        });
-        out.push(Artifact {
-            path: "timeline.svg".into(),
-            contents: timeline::svg(ir, &simulation.timeline, &ir.source),
-        });
-    }
-    if let Some(schedule) = csv::render(ir) {
-        out.push(Artifact { path: "schedule.csv".into(), contents: schedule });
+    if ir.all_sharded() {
+        out.push(Output::new("schedule.csv", move |w| csv::write(ir, w)));
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out

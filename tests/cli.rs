@@ -263,6 +263,41 @@ fn build_writes_plan_files_deterministically() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--plan-format` picks the encoding; a rebuild in the other one leaves no stale plan behind,
+/// and the torch launcher passes whichever plan the build wrote.
+#[test]
+fn build_writes_the_plan_format_asked_for() {
+    let dir = temp_dir("format");
+    let out = dir.join("out");
+    let build = |format: &str| {
+        let o = mpipec(&[
+            "build",
+            "examples/llm_1f1b.mpipe",
+            "--target",
+            "torch",
+            "--plan-format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    build("compact");
+    assert!(out.join("plan.compact.json").exists() && !out.join("plan.json").exists());
+    let compact = std::fs::read_to_string(out.join("plan.compact.json")).unwrap();
+    let launch = std::fs::read_to_string(out.join("torch/launch.sh")).unwrap();
+    assert!(launch.contains(r#"plan="$here/../plan.json""#) && launch.contains(r#"plan="$here/../plan.compact.json""#));
+    build("readable");
+    assert!(out.join("plan.json").exists() && !out.join("plan.compact.json").exists());
+    let readable = std::fs::read_to_string(out.join("plan.json")).unwrap();
+    assert_eq!(mpipe::ir::compact::read(&compact).unwrap(), serde_json::from_str(&readable).unwrap());
+    build("auto");
+    assert!(out.join("plan.json").exists(), "a small plan is readable by default");
+    let o = mpipec(&["build", "examples/llm_1f1b.mpipe", "--plan-format", "binary", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "an unknown format is a usage error");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn build_never_replaces_files_it_did_not_write() {
     let dir = temp_dir("foreign");

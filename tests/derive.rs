@@ -330,6 +330,7 @@ proptest! {
         prop_assert_eq!(count(Op::OptimizerStep), p as usize);
         let back: PlanIr = serde_json::from_str(&ir.to_json()).unwrap();
         prop_assert!(back == ir, "plan.json round-trips through serde unchanged");
+        prop_assert!(mpipe::ir::compact::read(&compact(&ir)).unwrap() == ir, "the compact plan reads back unchanged");
         if skeleton == "1f1b" && encoder.is_none() {
             // Megatron's formula: rank r runs min(P - r - 1, M) forwards before its first backward.
             for r in &ir.ranks {
@@ -368,4 +369,50 @@ fn a_sink_side_replicated_region() {
     assert_eq!((count(Op::Forward, sink), count(Op::Backward, sink)), (6, 6));
     assert_eq!(count(Op::Backward, 0), 0, "the frozen encoder still has no backward");
     insta::assert_snapshot!("transpose_sink", mpipe::ir::text::render(&ir));
+}
+
+// ---- the compact plan encoding ---------------------------------------------------------
+
+fn compact(ir: &PlanIr) -> String {
+    let mut out = Vec::new();
+    mpipe::ir::compact::write(ir, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn compact_plans_read_back_as_the_ir() {
+    let mut plans: Vec<PlanIr> = common::files_under(&common::root().join("examples"), "mpipe")
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains("/lib/"))
+        .map(|p| derive_file(&p))
+        .collect();
+    // Overlapped pairs, split backwards, replicated regions and their all-reduces.
+    plans.push(derive_text(&plan_text(2, 4, "dualpipev", None, None)));
+    plans.push(derive_text(&plan_text(3, 4, "transpose, 1f1b", Some(false), None)));
+    for ir in plans {
+        let text = compact(&ir);
+        assert_eq!(mpipe::ir::compact::read(&text).unwrap(), ir, "{}", ir.source);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["format"], "mpipe-ir-compact");
+        assert!(value["ranks"][0].get("instructions").is_none(), "the instructions are tokens");
+    }
+}
+
+#[test]
+fn a_damaged_compact_plan_is_an_error() {
+    let text = compact(&derive_text(&plan_text(2, 4, "1f1b", None, None)));
+    let fewer = text.replacen("\"count\": ", "\"count\": 1", 1);
+    assert!(mpipe::ir::compact::read(&fewer).unwrap_err().contains("not its `count`"));
+    let newer = text.replacen("\"version\": 1", "\"version\": 2", 1);
+    assert!(mpipe::ir::compact::read(&newer).is_err());
+    assert!(mpipe::ir::compact::read(&text.replacen("Fs", "Xs", 1)).is_err());
+}
+
+/// The bound: at most 20 bytes an instruction for P=32, M=256 interleaved(2).
+#[test]
+fn the_compact_plan_takes_at_most_20_bytes_an_instruction() {
+    let ir = mpipe::build::derive_checked(&mpipe::bench::plan(32, 256)).unwrap().ir;
+    let n = mpipe::build::instructions(&ir);
+    let bytes = compact(&ir).len();
+    assert!(bytes <= 20 * n, "{bytes} bytes for {n} instructions");
 }

@@ -175,3 +175,29 @@ fn far_past_real_use_is_refused_fast() {
     assert!(codes.contains(&Code::E0318), "{codes:?}");
     assert!(checked.plan.is_none());
 }
+
+/// Just past the limit (64 stages × 8,000 microbatches of 1F1B, about 1.02 million events and
+/// three million instructions): refused with the diagnostic that names the limit, and a build
+/// writes nothing rather than running out of memory.
+#[test]
+fn a_plan_past_the_size_limit_is_refused_by_name() {
+    let text = mpipe::bench::plan_text(64, 8000).replace("schedule interleaved(2);", "schedule 1f1b;");
+    let checked = check(text.clone().into_bytes());
+    let limit = checked.diagnostics.iter().find(|d| d.code == Code::E0318).expect("E0318");
+    assert!(limit.notes.iter().any(|n| n.contains(&mpipe::check::MAX_EVENTS.to_string())), "{:?}", limit.notes);
+    assert!(checked.plan.is_none());
+    let dir = std::env::temp_dir().join(format!("mpipec-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("big.mpipe"), text).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .args(["build", "--allow-outside"])
+        .arg(dir.join("big.mpipe"))
+        .arg("-o")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("E0318"));
+    assert!(!dir.join("out").exists(), "nothing is written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

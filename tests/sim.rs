@@ -402,3 +402,63 @@ fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
         assert!(retimed <= step * (1.0 + 1e-9), "{name} {sets:?}: re-timed {retimed} s after the reported {step} s");
     }
 }
+
+/// Above DETAILED_BOXES compute instructions the picture is bands: P=32, M=256 interleaved(2)
+/// (about 97,000 instructions) stays a valid SVG under 2 MB with every rank drawn busy, its
+/// chunks and idle in the legend, and a note of what was merged.
+#[test]
+fn large_pictures_are_bands() {
+    let plan = mpipe::bench::plan(32, 256);
+    let derived = mpipe::build::derive_checked(&plan).unwrap();
+    let sim = mpipe::build::simulate(&plan, &derived);
+    let svg = mpipe::sim::timeline::svg(&derived.ir, &sim.timeline, "bench");
+    assert!(svg.len() < 2_000_000, "{} bytes", svg.len());
+    let doc = roxmltree::Document::parse(&svg).expect("timeline.svg is well-formed XML");
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    assert!(texts.iter().any(|t| t.contains("merged into bands")), "the note says what was merged");
+    for wanted in ["chunk 1", "idle"] {
+        assert!(texts.contains(&wanted), "legend lacks `{wanted}`");
+    }
+    let bands: Vec<roxmltree::Node> =
+        doc.descendants().filter(|n| n.has_tag_name("rect") && n.has_attribute("fill-opacity")).collect();
+    assert!(bands.len() <= mpipe::sim::timeline::DETAILED_BOXES + 32, "{} bands", bands.len());
+    let lanes: std::collections::BTreeSet<&str> = bands.iter().filter_map(|b| b.attribute("y")).collect();
+    assert_eq!(lanes.len(), 32, "every rank has bands");
+    let merged: usize = bands
+        .iter()
+        .filter_map(|b| b.children().find(|c| c.has_tag_name("title")).and_then(|t| t.text()))
+        .flat_map(|t| {
+            t.split(':')
+                .next()
+                .unwrap_or("")
+                .split(", ")
+                .map(|part| part.split(' ').next().unwrap_or("").parse::<usize>().unwrap_or(0))
+        })
+        .sum();
+    let computes: usize =
+        derived.ir.ranks.iter().map(|r| r.instructions.iter().filter(|i| i.op.is_compute()).count()).sum();
+    assert_eq!(merged, computes, "the bands' tooltips account for every compute instruction");
+}
+
+#[test]
+fn chunks_and_halves_are_told_apart() {
+    let (derived, sim) = simulate(&unit_plan(2, 4, "zbv", 1, None));
+    let svg = mpipe::sim::timeline::svg(&derived.ir, &sim.timeline, "zbv");
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let fill_of = |prefix: &str| -> std::collections::BTreeSet<String> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect"))
+            .filter(|n| {
+                n.children().any(|c| c.has_tag_name("title") && c.text().is_some_and(|t| t.starts_with(prefix)))
+            })
+            .filter_map(|n| n.attribute("fill").map(str::to_string))
+            .collect()
+    };
+    let (input, weight) = (fill_of("backward_input"), fill_of("backward_weight"));
+    assert!(!input.is_empty() && !weight.is_empty());
+    assert!(input.is_disjoint(&weight), "backward_input {input:?} and backward_weight {weight:?} share a fill");
+    assert!(fill_of("forward").iter().any(|f| f.starts_with("url(#")), "the V's second chunk is hatched");
+    assert!(doc.descendants().any(|n| n.has_tag_name("pattern")), "hatches are defined");
+    let ascii = mpipe::sim::timeline::ascii(&derived.ir, &sim.timeline, 40);
+    assert!(ascii.contains('f') && ascii.contains('F'), "{ascii}");
+}

@@ -41,10 +41,13 @@ fn verify_with(plan: &str, args: &[&str], sets: &[String], env: &[(&str, &str)])
     cmd.output().expect("running mpipec verify")
 }
 
-/// `mpipec build PLAN --target torch -o OUT` with `sets` as `--set`s; panics unless it succeeds.
-fn build_torch(plan: &str, out_dir: &std::path::Path, sets: &[String]) {
+/// `mpipec build PLAN --target torch --plan-format FORMAT -o OUT` with `sets` as `--set`s;
+/// panics unless it succeeds.
+fn build_torch(plan: &str, format: &str, out_dir: &std::path::Path, sets: &[String]) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
-    cmd.current_dir(root()).args(["build", plan, "--target", "torch", "--force", "-o"]).arg(out_dir);
+    cmd.current_dir(root())
+        .args(["build", plan, "--target", "torch", "--plan-format", format, "--force", "-o"])
+        .arg(out_dir);
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -202,6 +205,7 @@ fn schedule_csv_runs_under_torch_pipelining() {
             let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
             build_torch(
                 LM,
+                "auto",
                 &out_dir,
                 &[
                     format!("schedule={schedule}"),
@@ -223,24 +227,36 @@ fn schedule_csv_runs_under_torch_pipelining() {
 }
 
 /// The emitted launcher under torchrun: `bash OUT/torch/launch.sh` trains the plan's miniature
-/// and the rank holding the loss reports it every step.
+/// and the rank holding the loss reports it every step, the same losses from either encoding
+/// of the plan.
 #[test]
 fn launch_sh_runs_under_torchrun() {
     let python = python();
-    let out_dir = std::env::temp_dir().join(format!("mpipec-launch-{}", std::process::id()));
     let sets = ["cluster.pp=2", "cluster.devices=2", "batch.microbatches=4"].map(String::from);
-    build_torch(VLM, &out_dir, &sets);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let run = Command::new("bash")
-        .arg(out_dir.join("torch/launch.sh"))
-        .env("PYTHON", python)
-        .env("MPIPE_STEPS", "2")
-        .env("MASTER_PORT", port.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let _ = std::fs::remove_dir_all(&out_dir);
-    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    assert!(stdout.contains("step 0: loss ") && stdout.contains("step 1: loss "), "{stdout}");
+    let mut losses = Vec::new();
+    for format in ["readable", "compact"] {
+        let out_dir = std::env::temp_dir().join(format!("mpipec-launch-{format}-{}", std::process::id()));
+        build_torch(VLM, format, &out_dir, &sets);
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let run = Command::new("bash")
+            .arg(out_dir.join("torch/launch.sh"))
+            .env("PYTHON", python)
+            .env("MPIPE_STEPS", "2")
+            .env("MASTER_PORT", port.to_string())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+        let _ = std::fs::remove_dir_all(&out_dir);
+        assert!(run.status.success(), "{format}: {stdout}{}", String::from_utf8_lossy(&run.stderr));
+        assert!(stdout.contains("step 0: loss ") && stdout.contains("step 1: loss "), "{format}: {stdout}");
+        losses.push(
+            stdout
+                .lines()
+                .filter(|l| l.contains(": loss "))
+                .map(|l| l.split(" (").next().unwrap_or(l).to_string())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(losses[0], losses[1], "the compact plan trains as the readable one does");
 }

@@ -1,5 +1,5 @@
 //! The `torch` target: `OUT/torch/launch.sh` (torchrun, single node by default, multi-node from
-//! NNODES / NODE_RANK / MASTER_ADDR / MASTER_PORT) and the runtime that executes `OUT/plan.json`
+//! NNODES / NODE_RANK / MASTER_ADDR / MASTER_PORT) and the runtime that executes `OUT/plan.json` (or `OUT/plan.compact.json`)
 //! rank by rank (`mpipe_runtime.py`, shipped inside the binary; it needs only torch). Also the
 //! miniature `mpipec verify` runs: the plan's model with the same parts, layer counts and
 //! trainability, tiny and in fp32.
@@ -22,10 +22,16 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
         "mpipe_runtime.py for the adapter interface.".into(),
     ];
     let mut launch = super::shell::prologue(&comment, world as u64, 29500);
+    // The build writes one of the two encodings of the plan (`--plan-format`); the runtime reads both.
+    launch.push_str(&format!(
+        "plan=\"$here/../{}\"\n[ -f \"$plan\" ] || plan=\"$here/../{}\"\n",
+        crate::build::READABLE_PLAN,
+        crate::build::COMPACT_PLAN
+    ));
     launch.push_str(&super::shell::torchrun(
         r#""${PYTHON:-python3}" -m torch.distributed.run"#,
         r#""$here/mpipe_runtime.py""#,
-        r#"--plan "$here/../plan.json" --config "${MPIPE_CONFIG:-$here/config.json}" --steps "${MPIPE_STEPS:-1}""#,
+        r#"--plan "$plan" --config "${MPIPE_CONFIG:-$here/config.json}" --steps "${MPIPE_STEPS:-1}""#,
     ));
     let config = serde_json::to_string_pretty(&miniature_config(plan)).expect("json values serialise") + "\n";
     vec![

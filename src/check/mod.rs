@@ -18,9 +18,11 @@ use crate::span::Span;
 use fields::Fields;
 use spec::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
 
-/// Events per step (stages × microbatches × compute events each) past which deriving would
-/// take more memory than a build should: about 2 GB of instructions.
-pub const MAX_EVENTS: u64 = 8_000_000;
+/// Events per step (stages × microbatches × compute events each) past which a build is
+/// refused: about three million instructions, the most a build handles in linear time and a
+/// few hundred megabytes (docs/performance.md), so a larger plan gets this diagnostic rather
+/// than an out-of-memory kill.
+pub const MAX_EVENTS: u64 = 1_000_000;
 
 /// Where `transpose`'s `chunks` and `lookahead` were written, for the rules that need the cut.
 #[derive(Clone, Copy, Default)]

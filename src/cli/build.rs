@@ -2,31 +2,57 @@
 
 use std::path::{Path, PathBuf};
 
+use mpipe::build::{Output, PlanFormat};
+
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
 
 pub const EXIT_INTERNAL: u8 = 101;
 
-pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[String], nearest: bool) -> u8 {
-    let mut reporter = Reporter::new(global);
-    let (checked, plan_spec) = match super::check::load_plan(global, plan, &mut reporter) {
-        Ok(loaded) => loaded,
-        Err(status) => return status,
-    };
-    let derived = match mpipe::build::derive_checked(&plan_spec) {
-        Ok(d) => d,
-        Err(invalid) => return internal_error(&invalid),
-    };
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormatArg {
+    Readable,
+    Compact,
+    Auto,
+}
+
+impl From<&PlanFormatArg> for PlanFormat {
+    fn from(arg: &PlanFormatArg) -> PlanFormat {
+        match arg {
+            PlanFormatArg::Readable => PlanFormat::Readable,
+            PlanFormatArg::Compact => PlanFormat::Compact,
+            PlanFormatArg::Auto => PlanFormat::Auto,
+        }
+    }
+}
+
+/// What to build, besides the plan: `mpipec build`'s options.
+pub struct Request<'a> {
+    pub out: &'a Path,
+    pub force: bool,
+    pub targets: &'a [String],
+    pub nearest: bool,
+    pub format: PlanFormat,
+}
+
+pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
+    match build(global, plan, request, &mut Reporter::new(global)) {
+        Ok(names) => {
+            eprintln!("wrote {} ({})", request.out.display(), names.join(", "));
+            0
+        }
+        Err(status) => status,
+    }
+}
+
+/// The whole build, from reading the plan to the last output in place: what `mpipec build`
+/// runs and `mpipec bench` times. `Ok` holds the files written.
+pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
+    let (checked, plan_spec) = super::check::load_plan(global, plan, reporter)?;
+    let derived = mpipe::build::derive_checked(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
     let simulation = mpipe::build::simulate(&plan_spec, &derived);
     reporter.emit(&mpipe::build::diagnostics(&plan_spec, &simulation), &checked.program.sources);
-    let mut files = mpipe::build::artifacts(&derived, &simulation);
-    if !mpipe::build::pictured(&derived.ir) {
-        eprintln!(
-            "note: timeline.svg and timeline.json are left out: the plan has more than {} instructions",
-            mpipe::build::PICTURE_INSTRUCTIONS
-        );
-    }
-    let requests = match mpipe::backend::requests(&plan_spec, targets, nearest) {
+    let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
             reporter.plain_error(&format!(
@@ -34,17 +60,18 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[Str
                 mpipe::check::spec::TARGETS.join(", ")
             ));
             reporter.finish();
-            return EXIT_USAGE;
+            return Err(EXIT_USAGE);
         }
     };
     // Every target is emitted (or refused) before anything is written: one that cannot run
     // the plan leaves the output directory as it was.
+    let mut files: Vec<Output> = mpipe::build::outputs(&derived, &simulation, request.format);
     let mut failed = false;
-    for request in requests {
-        match mpipe::backend::emit(request, &plan_spec, &derived, simulation.report.step_time_s) {
+    for target in requests {
+        match mpipe::backend::emit(target, &plan_spec, &derived, simulation.report.step_time_s) {
             Ok(emitted) => {
                 reporter.emit(&emitted.diagnostics, &checked.program.sources);
-                files.extend(emitted.artifacts);
+                files.extend(emitted.artifacts.into_iter().map(Output::from));
             }
             Err(diagnostics) => {
                 reporter.emit(&diagnostics, &checked.program.sources);
@@ -54,19 +81,18 @@ pub fn run(global: &Global, plan: &Path, out: &Path, force: bool, targets: &[Str
     }
     if failed {
         reporter.finish();
-        eprintln!("nothing was written to {}", out.display());
-        return EXIT_INPUT;
+        eprintln!("nothing was written to {}", request.out.display());
+        return Err(EXIT_INPUT);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    if let Err(message) = output::write_atomically(out, &files, force) {
+    let names: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    if let Err(message) = output::write_atomically(request.out, files, request.force) {
         reporter.plain_error(&message);
         reporter.finish();
-        return EXIT_USAGE;
+        return Err(EXIT_USAGE);
     }
     reporter.finish();
-    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    eprintln!("wrote {} ({})", out.display(), names.join(", "));
-    0
+    Ok(names)
 }
 
 /// A derived plan the validator rejected: a compiler bug, reported with a dump.

@@ -165,6 +165,10 @@ enum Command {
         /// Runs per measurement
         #[arg(long, default_value_t = 9)]
         runs: usize,
+        /// Print the benchmark plan of P pipeline ranks and M microbatches instead, for timing
+        /// builds of it from outside (scripts/bench-build)
+        #[arg(long, num_args = 2, value_names = ["P", "M"])]
+        print_plan: Option<Vec<u32>>,
     },
     /// Run the language server over stdio (for editors)
     Lsp,
@@ -187,10 +191,11 @@ enum Command {
     /// Check and derive the plan, simulate it, and write the per-rank plan and its pictures
     ///
     /// Writes into OUT: plan.json (the per-rank instruction lists, the contract the backends
-    /// read), plan.txt (the same lists for people), report.json (the simulated step: step
-    /// time, bounds, MFU, per-rank busy, idle, slack, spill and memory), timeline.svg (the
-    /// step as a picture, a lane per rank), timeline.json (a Chrome trace for Perfetto or
-    /// chrome://tracing; both timelines are left out above 200 000 instructions),
+    /// read; plan.compact.json instead with --plan-format compact, or auto above 200 000
+    /// instructions), plan.txt (the same lists for people), report.json (the simulated step:
+    /// step time, bounds, MFU, per-rank busy, idle, slack, spill and memory), timeline.svg (the
+    /// step as a picture, a lane per rank; bands above 8 000 compute instructions),
+    /// timeline.json (a Chrome trace for Perfetto or chrome://tracing),
     /// schedule.csv (all-sharded plans: the compute order in torch's CSV format), and one
     /// directory per target (OUT/torch, OUT/megatron, OUT/mindformers, OUT/mindspeed-mm,
     /// OUT/hyperparallel) with its launch script and configuration. OUT/.mpipec-manifest
@@ -212,6 +217,10 @@ enum Command {
         /// (with a warning that says what changed) instead of refusing
         #[arg(long)]
         nearest: bool,
+        /// How the per-rank plan is written: `readable` (plan.json), `compact` (plan.compact.json,
+        /// a token per instruction), or `auto`: readable up to 200,000 instructions, compact above
+        #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
+        plan_format: build::PlanFormatArg,
     },
     /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
     /// pipelining; compare loss, gradients and parameters
@@ -274,7 +283,11 @@ pub fn main() -> ExitCode {
         Command::Explain { code, list } => explain::run(code.as_deref(), *list),
         Command::Std { what } => stdlib::run(*what),
         Command::Lsp => lsp::run(),
-        Command::Bench { json, runs } => bench::run(*json, *runs),
+        Command::Bench { print_plan: Some(pm), .. } => {
+            print!("{}", mpipe::bench::plan_text(pm[0], pm[1]));
+            0
+        }
+        Command::Bench { json, runs, print_plan: None } => bench::run(&cli.global, *json, *runs),
         Command::Tune { plan, devices, objective, memory_limit, top, seed, out, per_batch } => tune::run(
             &cli.global,
             plan,
@@ -298,8 +311,10 @@ pub fn main() -> ExitCode {
         Command::Sim { plan, json, compare, samples, seed } => {
             sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
         }
-        Command::Build { plan, out, force, target, nearest } => {
-            build::run(&cli.global, plan, out, *force, target, *nearest)
+        Command::Build { plan, out, force, target, nearest, plan_format } => {
+            let request =
+                build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
+            build::run(&cli.global, plan, &request)
         }
         Command::Verify { plan, procs, dp, steps, python, profile } => {
             verify::run(&cli.global, plan, *procs, *dp, *steps, python.as_deref(), *profile)

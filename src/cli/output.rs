@@ -6,9 +6,10 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mpipe::build::Artifact;
+use mpipe::build::{Artifact, Output};
 
 use super::loader::io_reason;
 
@@ -42,27 +43,28 @@ fn sibling(out: &Path, tag: &str) -> PathBuf {
     out.with_file_name(format!(".{name}.{tag}-{}", std::process::id()))
 }
 
-/// Writes `files` into `out`; with `merge`, mpipec's other files already there are kept.
-pub fn write_atomically(out: &Path, files: &[Artifact], force: bool) -> Result<(), String> {
-    write_files(out, files, force, false)
-}
-
-pub fn write_merged(out: &Path, files: &[Artifact], force: bool) -> Result<(), String> {
-    write_files(out, files, force, true)
-}
-
-fn write_files(out: &Path, files: &[Artifact], force: bool, merge: bool) -> Result<(), String> {
-    let mut files: Vec<Artifact> = files.to_vec();
-    if merge {
-        for old in manifest_of(out).unwrap_or_default() {
-            if !files.iter().any(|f| f.path == old)
-                && let Ok(contents) = fs::read_to_string(out.join(&old))
-            {
-                files.push(Artifact { path: old, contents });
-            }
+/// [`write_atomically`], keeping mpipec's other files already in `out`.
+pub fn write_merged(out: &Path, mut files: Vec<Output<'_>>, force: bool) -> Result<(), String> {
+    for old in manifest_of(out).unwrap_or_default() {
+        if !files.iter().any(|f| f.path == old)
+            && let Ok(contents) = fs::read_to_string(out.join(&old))
+        {
+            files.push(Artifact { path: old, contents }.into());
         }
-        files.sort_by(|a, b| a.path.cmp(&b.path));
     }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    write_atomically(out, files, force)
+}
+
+/// One file, through the writer of its output; a failed write fails the whole build.
+fn write_file(path: &Path, output: &Output<'_>) -> std::io::Result<()> {
+    let mut file = fs::File::create(path)?;
+    output.write_to(&mut file)?;
+    file.flush()
+}
+
+/// Writes `files` into `out`, each streamed from its writer into its file.
+pub fn write_atomically(out: &Path, files: Vec<Output<'_>>, force: bool) -> Result<(), String> {
     let files = &files[..];
     let shown = out.display();
     let existing = if out.exists() {
@@ -92,14 +94,17 @@ fn write_files(out: &Path, files: &[Artifact], force: bool, merge: bool) -> Resu
         fs::create_dir_all(&staging)?;
         let mut manifest = String::new();
         for f in files {
-            let path = staging.join(&f.path);
-            if let Some(parent) = path.parent() {
+            if let Some(parent) = staging.join(&f.path).parent() {
                 fs::create_dir_all(parent)?;
             }
-            fs::write(&path, &f.contents)?;
             manifest.push_str(&f.path);
             manifest.push('\n');
         }
+        // Each file is formatted on its own thread: the large ones take about as long each.
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = files.iter().map(|f| scope.spawn(|| write_file(&staging.join(&f.path), f))).collect();
+            writers.into_iter().try_for_each(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        })?;
         fs::write(staging.join(MANIFEST), manifest)?;
         match &existing {
             None => fs::rename(&staging, out)?,

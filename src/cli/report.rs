@@ -13,6 +13,8 @@ pub struct Reporter {
     color: bool,
     errors: usize,
     warnings: usize,
+    /// Off for `mpipec bench`, which builds the same plans many times: counted, not printed.
+    print: bool,
 }
 
 impl Reporter {
@@ -31,7 +33,13 @@ impl Reporter {
             color: color && global.message_format != MessageFormat::Json,
             errors: 0,
             warnings: 0,
+            print: true,
         }
+    }
+
+    /// A reporter that counts diagnostics and prints nothing.
+    pub fn silent(global: &Global) -> Reporter {
+        Reporter { print: false, ..Reporter::new(global) }
     }
 
     pub fn emit(&mut self, diagnostics: &[Diagnostic], sources: &SourceMap) {
@@ -40,6 +48,9 @@ impl Reporter {
                 self.errors += 1;
             } else {
                 self.warnings += 1;
+            }
+            if !self.print {
+                continue;
             }
             match self.format {
                 MessageFormat::Json => println!("{}", json::to_json(d, sources)),
@@ -56,6 +67,9 @@ impl Reporter {
     /// A problem outside any source file (a file that cannot be read, say).
     pub fn plain_error(&mut self, message: &str) {
         self.errors += 1;
+        if !self.print {
+            return;
+        }
         match self.format {
             MessageFormat::Json => println!("{}", serde_json::json!({"type": "error", "message": message})),
             _ => eprintln!("error: {message}"),
@@ -67,6 +81,9 @@ impl Reporter {
     }
 
     pub fn finish(&self) {
+        if !self.print {
+            return;
+        }
         match self.format {
             MessageFormat::Json => println!("{}", json::summary_json(self.errors, self.warnings)),
             _ => {

@@ -126,10 +126,7 @@ fn human(plan: &mpipe::check::spec::Plan, ir: &mpipe::ir::PlanIr, r: &Report, ti
         let _ = writeln!(out, "first step     {:>10}   its prologue encodes its own batch (lookahead)", seconds(first));
     }
     out.push_str(&rank_table(&r.ranks));
-    let _ = writeln!(
-        out,
-        "\ntimeline (F forward, B backward, I/W backward input/weight, e/b encoder forward/backward, . idle)"
-    );
+    let _ = writeln!(out, "\ntimeline ({})", mpipe::sim::timeline::ASCII_LEGEND);
     out.push_str(timeline);
     if !r.compare.is_empty() {
         let _ = writeln!(out, "\ncompared on the same model, cluster and cost model:");

@@ -62,7 +62,7 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
             },
             mpipe::build::Artifact { path: "sweep.json".into(), contents: data },
         ];
-        if let Err(message) = super::output::write_merged(out, &files, false) {
+        if let Err(message) = super::output::write_merged(out, files.into_iter().map(Into::into).collect(), false) {
             let mut r = Reporter::new(global);
             r.plain_error(&message);
             r.finish();

@@ -1,6 +1,7 @@
 //! The per-rank instruction IR: what `mpipec build` writes as plan.json. Field names are a
 //! contract (IR.md): add freely, rename none without bumping `version`.
 
+pub mod compact;
 pub mod csv;
 pub mod interpret;
 pub mod text;
@@ -244,9 +245,16 @@ impl Instr {
 
 impl PlanIr {
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("the IR serialises");
-        s.push('\n');
-        s
+        let mut out = Vec::new();
+        self.write_json(&mut out).expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// plan.json into `out`, straight from the derived `Serialize`: a field added to the IR is
+    /// written with no edit here.
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, self)?;
+        out.write_all(b"\n")
     }
 
     pub fn stage(&self, id: u32) -> &StageIr {

@@ -1,50 +1,72 @@
 //! plan.txt: the IR as a listing people read and the snapshots hold.
 
-use std::fmt::Write;
+use std::fmt;
+use std::io::{self, Write};
 
-use super::{Dir, Instr, Op, PlanIr};
+use super::{Dir, Group, Instr, Op, PlanIr};
 
-/// One instruction: `forward s1 mb0`, `send act s1 mb0 -> 2`, `all_reduce pp enc`.
-pub fn instr(i: &Instr) -> String {
-    let sm = |i: &Instr| format!("s{} mb{}", i.stage.unwrap_or(0), i.mb.unwrap_or(0));
-    let dir = |d: Option<Dir>| match d {
-        Some(Dir::Act) => "act",
-        Some(Dir::Grad) => "grad",
-        None => "?",
-    };
-    let text = match i.op {
-        Op::Send => format!("send {} {} -> {}", dir(i.dir), sm(i), i.peer.unwrap_or(0)),
-        Op::Recv => format!("recv {} {} <- {}", dir(i.dir), sm(i), i.peer.unwrap_or(0)),
-        Op::AllReduce => {
-            let group = match i.group {
-                Some(super::Group::Pp) => "pp",
-                Some(super::Group::Dp) => "dp",
-                None => "?",
-            };
-            let bucket = i.stage.map(|s| format!(" s{s}")).unwrap_or_default();
-            let wait = if i.asynchronous { " (async)" } else { "" };
-            format!("all_reduce {group} {}{bucket}{wait}", i.region.as_deref().unwrap_or(""))
+/// One instruction as plan.txt shows it: `forward s1 mb0`, `send act s1 mb0 -> 2`,
+/// `all_reduce pp enc`. A `Display` so the writers format it straight into their output.
+pub struct Shown<'a>(pub &'a Instr);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = self.0;
+        let (stage, mb, peer) = (i.stage.unwrap_or(0), i.mb.unwrap_or(0), i.peer.unwrap_or(0));
+        let dir = match i.dir {
+            Some(Dir::Act) => "act",
+            Some(Dir::Grad) => "grad",
+            None => "?",
+        };
+        match i.op {
+            Op::Send => write!(f, "send {dir} s{stage} mb{mb} -> {peer}")?,
+            Op::Recv => write!(f, "recv {dir} s{stage} mb{mb} <- {peer}")?,
+            Op::AllReduce => {
+                let group = match i.group {
+                    Some(Group::Pp) => "pp",
+                    Some(Group::Dp) => "dp",
+                    None => "?",
+                };
+                write!(f, "all_reduce {group} {}", i.region.as_deref().unwrap_or(""))?;
+                if let Some(bucket) = i.stage {
+                    write!(f, " s{bucket}")?;
+                }
+                if i.asynchronous {
+                    f.write_str(" (async)")?;
+                }
+            }
+            Op::OptimizerStep => f.write_str("optimizer_step")?,
+            op => write!(f, "{} s{stage} mb{mb}", op.name())?,
         }
-        Op::OptimizerStep => "optimizer_step".to_string(),
-        op => format!("{} {}", op.name(), sm(i)),
-    };
-    match (i.overlap, i.step) {
-        (true, _) => format!("{text} (overlapped)"),
-        (false, Some(ahead)) => format!("{text} (for step +{ahead})"),
-        (false, None) => text,
+        match (i.overlap, i.step) {
+            (true, _) => f.write_str(" (overlapped)"),
+            (false, Some(ahead)) => write!(f, " (for step +{ahead})"),
+            (false, None) => Ok(()),
+        }
     }
 }
 
+pub fn instr(i: &Instr) -> String {
+    Shown(i).to_string()
+}
+
 pub fn render(ir: &PlanIr) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
+    write(ir, &mut out).expect("writing to memory cannot fail");
+    String::from_utf8(out).expect("plan.txt is UTF-8")
+}
+
+/// plan.txt into `out`, one line at a time: a listing of a million instructions is never
+/// held whole in memory.
+pub fn write(ir: &PlanIr, out: &mut impl Write) -> io::Result<()> {
     let p = &ir.pipeline;
-    let _ = writeln!(out, "{} v{}  {}", ir.format, ir.version, ir.source);
-    let _ = writeln!(
+    writeln!(out, "{} v{}  {}", ir.format, ir.version, ir.source)?;
+    writeln!(
         out,
         "pipeline: {} ranks, {} microbatches, dp {}, tp {}, {:?} mapping",
         p.ranks, p.microbatches, p.dp, p.tp, p.mapping
-    );
-    let _ = writeln!(out, "\nregions:");
+    )?;
+    writeln!(out, "\nregions:")?;
     for r in &ir.regions {
         let train = if r.trainable {
             "trainable"
@@ -53,7 +75,7 @@ pub fn render(ir: &PlanIr) -> String {
         } else {
             "frozen"
         };
-        let _ = writeln!(
+        writeln!(
             out,
             "  {:<12} {:<10} {:<16} {:<17} layers {}..{}",
             r.name,
@@ -62,36 +84,46 @@ pub fn render(ir: &PlanIr) -> String {
             train,
             r.layers[0],
             r.layers[1]
-        );
+        )?;
     }
-    let _ = writeln!(out, "\nstages:");
+    writeln!(out, "\nstages:")?;
     for s in &ir.stages {
         let on = match s.rank {
             Some(r) => format!("rank {r}"),
             None => "all ranks".to_string(),
         };
-        let _ = writeln!(out, "  {:>3}  {:<12} {:<9} layers {}..{}", s.id, s.region, on, s.layers[0], s.layers[1]);
+        writeln!(out, "  {:>3}  {:<12} {:<9} layers {}..{}", s.id, s.region, on, s.layers[0], s.layers[1])?;
     }
     for (region, owners) in &ir.owner {
-        let list: Vec<String> = owners.iter().map(u32::to_string).collect();
-        let _ = writeln!(out, "\nowner {region}: {}", list.join(" "));
+        write!(out, "\nowner {region}: ")?;
+        for (k, o) in owners.iter().enumerate() {
+            write!(out, "{}{o}", if k == 0 { "" } else { " " })?;
+        }
+        writeln!(out)?;
     }
     for r in &ir.ranks {
         if !r.prologue.is_empty() {
-            let _ = writeln!(
+            writeln!(
                 out,
-                "\nrank {} prologue, once before the first step ({} instructions)",
+                "
+rank {} prologue, once before the first step ({} instructions)",
                 r.rank,
                 r.prologue.len()
-            );
+            )?;
             for (k, i) in r.prologue.iter().enumerate() {
-                let _ = writeln!(out, "  {k:>4}  {}", instr(i));
+                writeln!(out, "  {k:>4}  {}", Shown(i))?;
             }
         }
-        let _ = writeln!(out, "\nrank {} ({} instructions)", r.rank, r.instructions.len());
+        writeln!(
+            out,
+            "
+rank {} ({} instructions)",
+            r.rank,
+            r.instructions.len()
+        )?;
         for (k, i) in r.instructions.iter().enumerate() {
-            let _ = writeln!(out, "  {k:>4}  {}", instr(i));
+            writeln!(out, "  {k:>4}  {}", Shown(i))?;
         }
     }
-    out
+    Ok(())
 }

@@ -1,4 +1,4 @@
-"""The mpipe torch runtime: runs an mpipec plan.json rank by rank.
+"""The mpipe torch runtime: runs an mpipec plan.json (or plan.compact.json) rank by rank.
 
 Each process is one pipeline rank (x data-parallel replica). It builds the stages it holds
 through an adapter, then executes its instruction list in order: forward (keeping what
@@ -24,8 +24,10 @@ import datetime
 import importlib
 import json
 import os
+import re
 import sys
 import time
+from urllib.parse import unquote
 
 # The exit status when torch is missing, which mpipec reports as a usage error, not a mismatch.
 EXIT_NO_TORCH = 2
@@ -135,6 +137,68 @@ class Miniature:
 
 def load_adapter(name):
     return Miniature if name == "miniature" else importlib.import_module(name)
+
+
+# ---- loading a plan -----------------------------------------------------------------------------
+# plan.compact.json holds each rank's instructions as one string of tokens (docs/plan-formats.md):
+# an op letter, then the present fields (`s` stage, `m` mb, `p` peer, `a`/`g` dir, `P`/`D` group,
+# `r` region, `*` overlap), then extensions `;name:12`, `;name=text`, `;name`.
+
+_OPS = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backward_weight",
+        "S": "send", "R": "recv", "A": "all_reduce", "O": "optimizer_step"}
+_NUMBERS = {"s": "stage", "m": "mb", "p": "peer"}
+_ENUMS = {"a": ("dir", "act"), "g": ("dir", "grad"), "P": ("group", "pp"), "D": ("group", "dp")}
+_FIELD = re.compile(r"([smp])(\d+)|([agPD])|r([^*]*)|(\*)")
+
+
+def _instruction(token):
+    body, *extensions = token.split(";")
+    if not body or body[0] not in _OPS:
+        raise ValueError(f"`{token}` is not an instruction token")
+    i = {"op": _OPS[body[0]]}
+    at = 1
+    while at < len(body):
+        m = _FIELD.match(body, at)
+        if m is None:
+            raise ValueError(f"`{token}` is not an instruction token")
+        number, value, letter, region, overlap = m.groups()
+        if number:
+            i[_NUMBERS[number]] = int(value)
+        elif letter:
+            key, name = _ENUMS[letter]
+            i[key] = name
+        elif overlap:
+            i["overlap"] = True
+        else:
+            i["region"] = unquote(region)
+        at = m.end()
+    for e in extensions:
+        if ":" in e:
+            key, value = e.split(":", 1)
+            i[key] = int(value)
+        elif "=" in e:
+            key, value = e.split("=", 1)
+            i[key] = unquote(value)
+        else:
+            i[e] = True
+    return i
+
+
+def load_plan(path):
+    """The plan at `path` as plan.json holds it, whichever of the two encodings the file is."""
+    with open(path) as f:
+        plan = json.load(f)
+    if plan.get("format") == "mpipe-ir-compact":
+        if plan.get("version") != 1:
+            raise SystemExit(f"{path}: compact plan version {plan.get('version')} is newer than this runtime reads (1)")
+        ranks = []
+        for r in plan["ranks"]:
+            instructions = [_instruction(t) for t in r["code"].split(" ") if t]
+            if len(instructions) != r["count"]:
+                raise SystemExit(f"{path}: rank {r['rank']} holds {len(instructions)} instructions, not {r['count']}")
+            ranks.append({"rank": r["rank"], "instructions": instructions})
+        plan.update(format="mpipe-ir", version=1, ranks=ranks)
+    return plan
 
 
 # ---- executing a plan ---------------------------------------------------------------------------
@@ -521,7 +585,7 @@ def main():
     ap.add_argument("--verify", metavar="DIR", help="run P processes and a single-process reference, compare (CPU, gloo)")
     ap.add_argument("--profile", action="store_true", help="with --verify: write each instruction's time to DIR/profile.json")
     a = ap.parse_args()
-    plan = json.load(open(a.plan))
+    plan = load_plan(a.plan)
     config = json.load(open(a.config)) if a.config else {}
     if a.verify:
         sys.exit(verify(plan, config, a.steps, a.verify, a.profile))
