@@ -389,6 +389,9 @@ fn compact_plans_read_back_as_the_ir() {
     // Overlapped pairs, split backwards, replicated regions and their all-reduces.
     plans.push(derive_text(&plan_text(2, 4, "dualpipev", None, None)));
     plans.push(derive_text(&plan_text(3, 4, "transpose, 1f1b", Some(false), None)));
+    // Chunks, next-step encodes with their prologue, and asynchronous gradient buckets.
+    plans.push(derive_text(&plan_text(3, 4, "transpose(chunks = 2, lookahead = 1), 1f1b", Some(true), None)));
+    plans.push(derive_text(&plan_text(3, 4, "transpose(chunks = 2), 1f1b", Some(false), None)));
     for ir in plans {
         let text = compact(&ir);
         assert_eq!(mpipe::ir::compact::read(&text).unwrap(), ir, "{}", ir.source);

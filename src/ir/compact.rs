@@ -53,8 +53,15 @@ struct View<'a> {
 #[derive(Serialize)]
 struct RankView<'a> {
     rank: u32,
+    /// A lookahead plan's prologue, as tokens too.
+    #[serde(skip_serializing_if = "is_empty")]
+    prologue: Code<'a>,
     count: usize,
     code: Code<'a>,
+}
+
+fn is_empty(code: &Code) -> bool {
+    code.0.is_empty()
 }
 
 /// A rank's instructions, serialised as one string.
@@ -90,7 +97,12 @@ pub fn write(ir: &PlanIr, out: &mut impl std::io::Write) -> std::io::Result<()> 
         rank_map,
         ranks: ranks
             .iter()
-            .map(|r| RankView { rank: r.rank, count: r.instructions.len(), code: Code(&r.instructions) })
+            .map(|r| RankView {
+                rank: r.rank,
+                prologue: Code(&r.prologue),
+                count: r.instructions.len(),
+                code: Code(&r.instructions),
+            })
             .collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &view)?;
@@ -417,17 +429,26 @@ pub fn read(text: &str) -> Result<PlanIr, String> {
     plan["version"] = super::VERSION.into();
     for rank in plan["ranks"].as_array_mut().ok_or("`ranks` is not a list")? {
         let code = rank["code"].as_str().ok_or("a rank has no `code` string")?;
-        let instructions: Vec<serde_json::Value> =
-            code.split(' ').filter(|t| !t.is_empty()).map(decode).collect::<Result<_, _>>()?;
+        let instructions = tokens(code)?;
         if rank["count"].as_u64() != Some(instructions.len() as u64) {
             return Err(format!("rank {} holds {} tokens, not its `count`", rank["rank"], instructions.len()));
         }
+        let prologue: Vec<serde_json::Value> = match rank.get("prologue") {
+            Some(code) => tokens(code.as_str().ok_or("a rank's `prologue` is not a string")?)?,
+            None => Vec::new(),
+        };
         let object = rank.as_object_mut().ok_or("a rank is not an object")?;
         object.remove("code");
         object.remove("count");
+        object.insert("prologue".into(), prologue.into());
         object.insert("instructions".into(), instructions.into());
     }
     serde_json::from_value(plan).map_err(|e| format!("not an IR: {e}"))
+}
+
+/// A token string's instructions as plan.json's objects.
+fn tokens(code: &str) -> Result<Vec<serde_json::Value>, String> {
+    code.split(' ').filter(|t| !t.is_empty()).map(decode).collect()
 }
 
 fn unescape(text: &str) -> Result<String, String> {

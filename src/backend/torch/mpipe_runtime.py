@@ -196,7 +196,8 @@ def load_plan(path):
             instructions = [_instruction(t) for t in r["code"].split(" ") if t]
             if len(instructions) != r["count"]:
                 raise SystemExit(f"{path}: rank {r['rank']} holds {len(instructions)} instructions, not {r['count']}")
-            ranks.append({"rank": r["rank"], "instructions": instructions})
+            prologue = [_instruction(t) for t in r.get("prologue", "").split(" ") if t]
+            ranks.append({"rank": r["rank"], "prologue": prologue, "instructions": instructions})
         plan.update(format="mpipe-ir", version=1, ranks=ranks)
     return plan
 
