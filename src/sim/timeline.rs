@@ -419,6 +419,7 @@ fn write_legend(ir: &PlanIr, kinds: &[(usize, usize)], left: f64, y: f64, out: &
     }
     entries.push((IDLE.to_string(), "idle".to_string()));
     let mut x = left;
+    writeln!(out, r#"<g id="legend" class="legend">"#)?;
     for (fill, text) in entries {
         writeln!(
             out,
@@ -429,7 +430,7 @@ fn write_legend(ir: &PlanIr, kinds: &[(usize, usize)], left: f64, y: f64, out: &
         )?;
         x += 30.0 + 6.0 * text.chars().count() as f64;
     }
-    Ok(())
+    writeln!(out, "</g>")
 }
 
 /// A Chrome trace event; fields in name order, as the trace has always been written.
