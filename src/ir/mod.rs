@@ -168,7 +168,7 @@ pub struct Instr {
     /// The step the instruction's work serves, counted from the step that runs it: `1` for a
     /// lookahead encoder's forward of the next step's microbatch. Absent: this step.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub step: Option<u32>,
+    pub step: Option<u8>,
     /// An `all_reduce` the rank starts and does not wait for: it runs beside the rank's later
     /// work, and the rank waits for it before its `optimizer_step`.
     #[serde(rename = "async", skip_serializing_if = "std::ops::Not::not", default)]
