@@ -176,49 +176,32 @@ pub struct Instr {
 }
 
 impl Instr {
-    pub fn compute(op: Op, stage: u32, mb: u32) -> Instr {
+    /// `op` with no operands: what the constructors below fill in.
+    fn bare(op: Op) -> Instr {
         Instr {
             op,
-            stage: Some(stage),
-            mb: Some(mb),
-            peer: None,
-            dir: None,
-            group: None,
-            region: None,
-            overlap: false,
-            step: None,
-            asynchronous: false,
-        }
-    }
-
-    pub fn comm(op: Op, dir: Dir, stage: u32, mb: u32, peer: u32) -> Instr {
-        Instr {
-            op,
-            stage: Some(stage),
-            mb: Some(mb),
-            peer: Some(peer),
-            dir: Some(dir),
-            group: None,
-            region: None,
-            overlap: false,
-            step: None,
-            asynchronous: false,
-        }
-    }
-
-    pub fn all_reduce(group: Group, region: &str) -> Instr {
-        Instr {
-            op: Op::AllReduce,
             stage: None,
             mb: None,
             peer: None,
             dir: None,
-            group: Some(group),
-            region: Some(region.to_string()),
+            group: None,
+            region: None,
             overlap: false,
             step: None,
             asynchronous: false,
         }
+    }
+
+    pub fn compute(op: Op, stage: u32, mb: u32) -> Instr {
+        Instr { stage: Some(stage), mb: Some(mb), ..Instr::bare(op) }
+    }
+
+    pub fn comm(op: Op, dir: Dir, stage: u32, mb: u32, peer: u32) -> Instr {
+        Instr { peer: Some(peer), dir: Some(dir), ..Instr::compute(op, stage, mb) }
+    }
+
+    pub fn all_reduce(group: Group, region: &str) -> Instr {
+        Instr { group: Some(group), region: Some(region.to_string()), ..Instr::bare(Op::AllReduce) }
     }
 
     /// The reduction of one stage's gradients over `group`, started as soon as the rank's last
@@ -228,18 +211,7 @@ impl Instr {
     }
 
     pub fn optimizer_step() -> Instr {
-        Instr {
-            op: Op::OptimizerStep,
-            stage: None,
-            mb: None,
-            peer: None,
-            dir: None,
-            group: None,
-            region: None,
-            overlap: false,
-            step: None,
-            asynchronous: false,
-        }
+        Instr::bare(Op::OptimizerStep)
     }
 }
 
