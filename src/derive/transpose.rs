@@ -72,14 +72,13 @@ pub fn add(
         Fill::Slack => fill_idle_time(g, placement, enc, costs, &spec, (&start, &end)),
         Fill::Prefix => prefix(g, placement, enc, &spec),
     };
-    let chunk_work = |mb: u32| -> f64 { enc.stages().map(|s| forward_of(placement, costs, s, mb)).sum() };
     let mut work = vec![0.0; ranks as usize];
     for (mb, r) in owners.iter().enumerate() {
-        work[*r as usize] += chunk_work(mb as u32);
+        work[*r as usize] += encode(placement, enc, costs, mb as u32);
     }
     let mut prologue = vec![Vec::new(); ranks as usize];
     if enc.lookahead {
-        let deadline = |mb: u32| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()]);
+        let deadline = |mb: u32| deadline(g, &start, first, mb);
         let mut order: Vec<u32> = (0..m).collect();
         order.sort_by(|a, b| deadline(*a).total_cmp(&deadline(*b)).then(a.cmp(b)));
         for mb in order {
@@ -93,6 +92,16 @@ fn forward_of(placement: &Placement, costs: &dyn Costs, stage: u32, mb: u32) -> 
     costs.forward(placement.stages[stage as usize].layers.clone(), mb)
 }
 
+/// One microbatch's whole encode: the forwards of all its chunks.
+fn encode(placement: &Placement, enc: &Encoder, costs: &dyn Costs, mb: u32) -> f64 {
+    enc.stages().map(|s| forward_of(placement, costs, s, mb)).sum()
+}
+
+/// When the first body stage needs microbatch `mb`'s features, in body time.
+fn deadline(g: &OrderGraph, start: &[f64], first: u32, mb: u32) -> f64 {
+    g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()])
+}
+
 fn bounds(
     g: &OrderGraph,
     placement: &Placement,
@@ -103,13 +112,13 @@ fn bounds(
     let first = placement.body.first;
     let m = placement.body.shape.microbatches;
     let body = end.iter().cloned().fold(0.0, f64::max);
-    let deadline = |mb: u32| g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()]);
+    let deadline = |mb: u32| deadline(g, start, first, mb);
     let release = |mb: u32| {
         let n = g.find(Op::BackwardInput, first, mb).or_else(|| g.find(Op::Backward, first, mb));
         n.map_or(0.0, |n| end[n.index()])
     };
     let layers = |s: u32| placement.stages[s as usize].layers.clone();
-    let encode = |mb: u32| enc.stages().map(|s| forward_of(placement, costs, s, mb)).sum::<f64>();
+    let encode = |mb: u32| encode(placement, enc, costs, mb);
     let backward = |mb: u32| -> f64 {
         if !enc.trainable {
             return 0.0;
