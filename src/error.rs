@@ -193,6 +193,10 @@ pub enum Error {
     LookaheadOutOfRange {
         span: Span,
     },
+    LookaheadPrefix {
+        span: Span,
+        skeleton: Span,
+    },
     LookaheadTrainable {
         span: Span,
         part: String,
@@ -521,6 +525,10 @@ impl Error {
             LookaheadOutOfRange { span } => d(Code::E0321, "`lookahead` must be 0 or 1")
                 .primary(*span, "not 0 or 1")
                 .help("encoder work runs at most one step ahead: write `lookahead = 1`, or leave it out for 0"),
+            LookaheadPrefix { span, skeleton } => d(Code::E0323, "`lookahead` with `fill = prefix`")
+                .primary(*span, "encodes the next step's microbatches in this step's idle time")
+                .secondary(*skeleton, "`prefix` encodes each step's batch as one block before the pipeline")
+                .help("the two place encoder work differently: drop `prefix` to look ahead, or drop `lookahead`"),
             LookaheadTrainable { span, part, part_span } => d(Code::E0320, "`lookahead` with a trainable encoder")
                 .primary(*span, "encodes the next step's microbatches this step")
                 .secondary(*part_span, format!("`{part}` trains: its weights change between steps"))

@@ -113,8 +113,11 @@ impl Ctx<'_> {
     /// trains (its next-step features must not depend on this step's update).
     fn transpose_rules(&mut self, schedule: &[RegionSchedule], cut: &Cut, model: Option<&Model>) {
         for (i, sched) in schedule.iter().enumerate() {
-            let crate::algebra::Skeleton::Transpose { chunks, lookahead, .. } = sched.skeleton else { continue };
+            let crate::algebra::Skeleton::Transpose { chunks, lookahead, fill } = sched.skeleton else { continue };
             let spans = self.transpose_spans.get(i).copied().unwrap_or_default();
+            if let (true, crate::algebra::Fill::Prefix, Some(span)) = (lookahead, fill, spans.lookahead) {
+                self.error(Error::LookaheadPrefix { span, skeleton: sched.span });
+            }
             let region = &cut.regions[i];
             let layers = region.layers.end - region.layers.start;
             if let (crate::algebra::Chunks::Fixed(n), Some(span)) = (chunks, spans.chunks)
