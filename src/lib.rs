@@ -14,6 +14,7 @@ pub mod derive;
 pub mod diagnostics;
 pub mod edit;
 pub mod error;
+pub mod explore;
 pub mod fmt;
 pub mod fuzzing;
 pub mod ide;
@@ -24,8 +25,6 @@ pub mod resolve;
 pub mod sim;
 pub mod span;
 pub mod suggest;
-pub mod sweep;
-pub mod tune;
 
 use check::spec::Plan;
 use diagnostics::Diagnostic;
