@@ -25,6 +25,7 @@ pub mod resolve;
 pub mod sim;
 pub mod span;
 pub mod suggest;
+pub mod units;
 
 use check::spec::Plan;
 use diagnostics::Diagnostic;

@@ -22,8 +22,8 @@ pub fn parse_bytes(arg: &str) -> Result<f64, String> {
     let split = arg.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(arg.len());
     let (n, unit) = arg.split_at(split);
     let n: f64 = n.parse().map_err(|_| format!("expected a size such as `64GiB`, found `{arg}`"))?;
-    match mpipe::check::units::lookup(unit) {
-        Some((mpipe::check::units::Dimension::Bytes, f)) => Ok(n * f),
+    match mpipe::units::lookup(unit) {
+        Some((mpipe::units::Dimension::Bytes, f)) => Ok(n * f),
         _ => Err(format!("expected a size such as `64GiB` or `80GB`, found `{arg}`")),
     }
 }
