@@ -32,7 +32,7 @@ use diagnostics::Diagnostic;
 use resolve::Program;
 use resolve::loader::Loader;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use backend::VERSION;
 
 /// A plan and everything learnt about it: the files read, the checked plan (when it is one
 /// and has no errors) and every diagnostic, sorted by position.
