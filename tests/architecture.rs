@@ -98,8 +98,8 @@ fn references(code: &str, path: &[String], modules: &BTreeSet<String>) -> Vec<(u
             while let Some(r) = rest.strip_prefix("super::") {
                 (rest, climbs) = (r, climbs + 1);
             }
-            if climbs == path.len() + inline && modules.contains(ident(rest)) {
-                out.push((i + 1, ident(rest).to_string()));
+            if climbs == path.len() + inline && !ident(rest).is_empty() {
+                out.push((i + 1, target(ident(rest))));
             }
         }
         if path.is_empty() {
