@@ -3,7 +3,8 @@
 
 use crate::ast::{Entry, Item, SectionKind};
 use crate::error::Error;
-use crate::span::FileId;
+use crate::overrides::bad_key;
+use crate::span::{FileId, Span};
 
 pub fn apply(text: &str, overrides: &[(String, String)]) -> Result<String, Error> {
     let module = crate::parse::parse(FileId(0), text)?;
@@ -47,7 +48,7 @@ pub fn apply(text: &str, overrides: &[(String, String)]) -> Result<String, Error
                     None => appended.push_str(&format!("{line}\n")),
                 }
             }
-            _ => return Err(Error::BadOverride { span: crate::span::Span::new(FileId(0), 0, 0), key: key.clone() }),
+            _ => return Err(bad_key(Span::new(FileId(0), 0, 0), key)),
         }
     }
     edits.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));

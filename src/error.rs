@@ -1,9 +1,11 @@
 //! Every error and warning mpipec reports, as data. [`Error::to_diagnostic`] is the one
 //! place where they become [`Diagnostic`]s: message, labels, help and code are decided here.
+//! A variant carries the limits and the lists its message quotes, so this module sits under
+//! the passes that report through it and imports nothing from them.
 
-use crate::check::units::Dimension;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
+use crate::units::Dimension;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Error {
@@ -23,10 +25,12 @@ pub enum Error {
     },
     NestingTooDeep {
         span: Span,
+        limit: usize,
     },
     FileTooLarge {
         span: Span,
         bytes: usize,
+        limit: usize,
     },
 
     // ---- imports and names ----
@@ -70,6 +74,8 @@ pub enum Error {
     BadOverride {
         span: Span,
         key: String,
+        /// The key forms `--set` knows, for the help.
+        keys: &'static [&'static str],
     },
     PlanInLibrary {
         span: Span,
@@ -259,11 +265,13 @@ pub enum Error {
     TooLarge {
         span: Span,
         events: u64,
+        limit: u64,
     },
     UnknownTarget {
         span: Span,
         name: String,
         suggestion: Option<String>,
+        targets: &'static [&'static str],
     },
 
     // ---- backends ----
@@ -371,12 +379,12 @@ impl Error {
             NotUtf8 { span } => d(Code::E0002, "file is not valid UTF-8")
                 .primary(*span, "invalid byte sequence here")
                 .help("save the plan as UTF-8 text; .mpipe files are text, not binary"),
-            NestingTooDeep { span } => d(Code::E0003, "brackets nested too deeply")
-                .primary(*span, format!("more than {} levels open here", crate::parse::MAX_NESTING))
+            NestingTooDeep { span, limit } => d(Code::E0003, "brackets nested too deeply")
+                .primary(*span, format!("more than {limit} levels open here"))
                 .help("no plan needs this much nesting; check for unclosed `[`, `{` or `(`"),
-            FileTooLarge { span, bytes } => d(Code::E0004, format!("file is too large ({bytes} bytes)"))
+            FileTooLarge { span, bytes, limit } => d(Code::E0004, format!("file is too large ({bytes} bytes)"))
                 .primary(*span, "file starts here")
-                .note(format!("mpipec reads plans of at most {} bytes", crate::parse::MAX_FILE_BYTES))
+                .note(format!("mpipec reads plans of at most {limit} bytes"))
                 .help("split definitions into files joined with `use \"file.mpipe\"::{…};`"),
 
             ModuleNotFound { span, path, suggestion } => d(Code::E0101, format!("unknown module `{path}`"))
@@ -411,9 +419,9 @@ impl Error {
             ImportOutsideRoot { span, path } => d(Code::E0107, format!("import `{path}` leaves the project directory"))
                 .primary(*span, "resolves outside the directory of the plan")
                 .help("copy the file into the project, or pass `--allow-outside` to permit it"),
-            BadOverride { span, key } => d(Code::E0109, format!("`--set {key}` names nothing in the plan"))
+            BadOverride { span, key, keys } => d(Code::E0109, format!("`--set {key}` names nothing in the plan"))
                 .primary(*span, "not a key `--set` knows, or the plan has no such part")
-                .help(format!("keys are {}", crate::overrides::KEYS.join(", "))),
+                .help(format!("keys are {}", keys.join(", "))),
             PlanInLibrary { span, what } => d(Code::E0108, format!("`{what}` in an imported file"))
                 .primary(*span, "only the plan given on the command line may say this")
                 .help("imported files hold definitions (`hardware`, `encoder`, `decoder`); move this into the plan"),
@@ -576,13 +584,13 @@ impl Error {
             UnsupportedArrangement { span, message, label, help } => {
                 d(Code::E0317, message.clone()).primary(*span, label.clone()).help(help.clone())
             }
-            TooLarge { span, events } => d(Code::E0318, format!("the plan is too large to derive: {events} events per step"))
+            TooLarge { span, events, limit } => d(Code::E0318, format!("the plan is too large to derive: {events} events per step"))
                 .primary(*span, "this many microbatches on this many stages")
-                .note(format!("mpipec derives plans of at most {} events (forwards, backwards and their halves) per step", crate::check::MAX_EVENTS))
+                .note(format!("mpipec derives plans of at most {limit} events (forwards, backwards and their halves) per step"))
                 .help("use fewer microbatches or pipeline stages; real plans need far fewer"),
-            UnknownTarget { span, name, suggestion } => d(Code::E0316, format!("unknown target `{name}`"))
+            UnknownTarget { span, name, suggestion, targets } => d(Code::E0316, format!("unknown target `{name}`"))
                 .primary(*span, "not a backend")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("targets: {}", crate::check::spec::TARGETS.join(", ")))),
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("targets: {}", targets.join(", ")))),
 
             NotNative { span, target, name, changes } => {
                 let mut diag = d(Code::E0401, format!("`{name}` cannot run this schedule as written"))

@@ -14,6 +14,7 @@ pub mod derive;
 pub mod diagnostics;
 pub mod edit;
 pub mod error;
+pub mod explore;
 pub mod fmt;
 pub mod fuzzing;
 pub mod ide;
@@ -24,15 +25,14 @@ pub mod resolve;
 pub mod sim;
 pub mod span;
 pub mod suggest;
-pub mod sweep;
-pub mod tune;
+pub mod units;
 
 use check::spec::Plan;
 use diagnostics::Diagnostic;
 use resolve::Program;
 use resolve::loader::Loader;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use backend::VERSION;
 
 /// A plan and everything learnt about it: the files read, the checked plan (when it is one
 /// and has no errors) and every diagnostic, sorted by position.

@@ -16,6 +16,11 @@ use crate::span::Span;
 pub const KEYS: &[&str] =
     &["cluster.FIELD", "batch.FIELD", "model.PART", "model.PART.ATTRIBUTE", "cut", "schedule", "owner", "target"];
 
+/// `key` is not one `--set` knows, or names nothing in the plan.
+pub fn bad_key(span: Span, key: &str) -> Error {
+    Error::BadOverride { span, key: key.to_string(), keys: KEYS }
+}
+
 /// Splits `KEY=VALUE` at the first `=`.
 pub fn split(arg: &str) -> Option<(&str, &str)> {
     let (k, v) = arg.split_once('=')?;
@@ -42,7 +47,7 @@ fn apply_one(program: &mut Program, key: &str, value: &str) -> Result<(), Error>
         ["cut" | "schedule" | "owner" | "target"] => format!("{key} {value};"),
         _ => {
             let file = program.sources.add(format!("--set {key}={value}"), format!("{key}={value}"));
-            return Err(Error::BadOverride { span: Span::new(file, 0, key.len()), key: key.to_string() });
+            return Err(bad_key(Span::new(file, 0, key.len()), key));
         }
     };
     let file = program.sources.add(format!("--set {key}={value}"), text.clone());
@@ -79,7 +84,7 @@ fn apply_one(program: &mut Program, key: &str, value: &str) -> Result<(), Error>
             let Some(Entry::Field(field)) = model.body.entries.iter_mut().find(|e| e.key().name == *part) else {
                 // Point at the part's name inside the override's text.
                 let at = text.find(&format!("{{ {part} =")).map_or(0, |i| i + 2);
-                return Err(Error::BadOverride { span: Span::new(file, at, at + part.len()), key: key.to_string() });
+                return Err(bad_key(Span::new(file, at, at + part.len()), key));
             };
             if let ValueKind::Name(base) = &field.value.kind {
                 let base = base.clone();
@@ -87,7 +92,7 @@ fn apply_one(program: &mut Program, key: &str, value: &str) -> Result<(), Error>
                     ValueKind::Instance { base, body: ast::Block { entries: Vec::new(), span: attr.span() } };
             }
             let ValueKind::Instance { body, .. } = &mut field.value.kind else {
-                return Err(Error::BadOverride { span: Span::new(file, 0, 0), key: key.to_string() });
+                return Err(bad_key(Span::new(file, 0, 0), key));
             };
             replace_entry(body, attr);
         }
@@ -110,7 +115,7 @@ fn model_of<'a>(root: &'a mut ast::Module, key: &str) -> Result<&'a mut ast::Def
             Item::Definition(d) if d.kind == DefKind::Model => Some(d),
             _ => None,
         })
-        .ok_or(Error::BadOverride { span: Span { end: span.start, ..span }, key: key.to_string() })
+        .ok_or_else(|| bad_key(Span { end: span.start, ..span }, key))
 }
 
 fn replace_entry(block: &mut ast::Block, entry: Entry) {

@@ -2,8 +2,8 @@
 //! Megatron baselines are the layouts Megatron builds, charged as the cost model charges a plan.
 
 use mpipe::check::spec::Plan;
+use mpipe::explore::compare::{self, baselines, body_skeleton};
 use mpipe::resolve::loader::MemoryLoader;
-use mpipe::sim::compare::{self, baselines, body_skeleton};
 
 /// Checks `text` as if it sat in examples/, beside the files the examples import.
 fn plan(text: &str) -> Plan {

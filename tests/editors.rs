@@ -30,7 +30,7 @@ fn names(list: &[&str]) -> Names {
 }
 
 fn units() -> Names {
-    mpipe::check::units::UNITS.iter().map(|(u, _, _)| u.to_string()).collect()
+    mpipe::units::UNITS.iter().map(|(u, _, _)| u.to_string()).collect()
 }
 
 fn files(rel: &str, ext: &str) -> Vec<PathBuf> {

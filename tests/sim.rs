@@ -387,7 +387,7 @@ fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
         let derived = mpipe::build::derive_checked(&plan).unwrap();
         let sim = mpipe::build::simulate(&plan, &derived);
         let step = sim.report.step_time_s;
-        for peer in mpipe::sim::compare::compare(&plan, step) {
+        for peer in mpipe::explore::compare::compare(&plan, step) {
             if ["transpose-round-robin", "prefix"].contains(&peer.name.as_str()) {
                 assert!(
                     step <= peer.step_time_s * (1.0 + 1e-9),

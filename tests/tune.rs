@@ -1,10 +1,10 @@
 //! sweep and tune: ranges, the falsifier's monotonicity, spill exactly where E_r > w_r, the
 //! tuner against brute force, never worse than the input, and a tuned plan that checks clean.
 
+use mpipe::explore::sweep;
+use mpipe::explore::tune::{self, Objective, Overrides};
 use mpipe::resolve::loader::MemoryLoader;
 use mpipe::sim::report::Report;
-use mpipe::sweep;
-use mpipe::tune::{self, Objective, Overrides};
 
 fn evaluate(text: &str, overrides: &Overrides) -> Option<Report> {
     let checked =
@@ -143,13 +143,13 @@ fn sampled_batches_are_seeded_and_drawn_from_the_distribution() {
     );
     let plan = mpipe::check("plan.mpipe", "plan.mpipe", text.into_bytes(), &loader).plan.unwrap();
     assert_eq!(plan.batch.histogram.len(), 4);
-    let a = mpipe::sim::samples::draw(&plan, 8, 7);
-    assert_eq!(a, mpipe::sim::samples::draw(&plan, 8, 7));
-    assert_ne!(a, mpipe::sim::samples::draw(&plan, 8, 8));
+    let a = mpipe::explore::samples::draw(&plan, 8, 7);
+    assert_eq!(a, mpipe::explore::samples::draw(&plan, 8, 7));
+    assert_ne!(a, mpipe::explore::samples::draw(&plan, 8, 8));
     let support: Vec<u64> = plan.batch.histogram.iter().map(|(t, _)| *t).collect();
     assert!(a.iter().flatten().all(|t| support.contains(t)));
     let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let s = mpipe::sim::samples::static_schedule(&plan, &derived, &a);
+    let s = mpipe::explore::samples::static_schedule(&plan, &derived, &a);
     assert!(s.p50_s <= s.p95_s && s.p95_s <= s.max_s && s.samples == 8);
 }
 

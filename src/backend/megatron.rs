@@ -38,7 +38,7 @@ pub fn header(plan: &Plan, body: &BodyLayout, stack: &str, runs: &[&str]) -> Vec
     let c = &plan.cluster;
     let by_rank: Vec<String> = body.by_chunk(&body.decoder).iter().map(|r| format!("{r:?}")).collect();
     let mut lines = vec![
-        format!("{} on {stack}, written by mpipec {}.", plan.source, crate::VERSION),
+        format!("{} on {stack}, written by mpipec {}.", plan.source, super::VERSION),
         format!(
             "{} processes = tp {} x pp {} x dp {}; {} microbatches of {} per replica, global batch {}.",
             c.devices,

@@ -16,7 +16,7 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let body = BodyLayout::of(plan, derived);
     let c = &plan.cluster;
     let header = vec![
-        format!("{} on MindSpore + MindFormers, written by mpipec {}.", plan.source, crate::VERSION),
+        format!("{} on MindSpore + MindFormers, written by mpipec {}.", plan.source, super::VERSION),
         format!(
             "{} devices = dp {} x mp {} x pp {}; {} microbatches; LLM layers by rank, one list per virtual stage: {:?}.",
             c.devices,

@@ -22,6 +22,10 @@ use crate::error::Error;
 use crate::span::Span;
 use native::Verdict;
 
+/// mpipec's version, stamped into every file a backend writes. It lives here, below the crate's
+/// front door (`lib.rs`, which runs the backends), so that naming it is no cycle.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     Torch,
@@ -127,7 +131,7 @@ pub fn resolve(
             let nearest_derived = crate::build::derive_checked(&nearest).map_err(|invalid| {
                 let reason =
                     format!("internal error: its nearest plan fails validation: {}", invalid.problems.join("; "));
-                let help = format!("this is a bug in mpipec {}; build for `torch` meanwhile", crate::VERSION);
+                let help = format!("this is a bug in mpipec {VERSION}; build for `torch` meanwhile");
                 vec![Error::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()]
             })?;
             let after = crate::build::simulate(&nearest, &nearest_derived).report.step_time_s;

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use super::Ctx;
 use super::schema::{Schema, Ty};
-use super::units::{self, Dimension};
 use crate::ast::{self, DefKind, Entry, ValueKind};
 use crate::error::Error;
 use crate::resolve::{DefId, kind_word};
 use crate::span::Span;
 use crate::suggest::did_you_mean;
+use crate::units::{self, Dimension};
 
 /// The largest count any field accepts.
 pub const MAX_COUNT: u64 = 1 << 32;

@@ -7,7 +7,6 @@ mod plan;
 mod rules;
 pub mod schema;
 pub mod spec;
-pub mod units;
 
 use std::collections::{BTreeMap, BTreeSet};
 

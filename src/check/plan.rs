@@ -615,7 +615,12 @@ impl Ctx<'_> {
             let name = &t.name.name;
             if !TARGETS.contains(&name.as_str()) {
                 let suggestion = did_you_mean(name, TARGETS.iter().copied());
-                self.error(Error::UnknownTarget { span: t.name.span, name: name.clone(), suggestion });
+                self.error(Error::UnknownTarget {
+                    span: t.name.span,
+                    name: name.clone(),
+                    suggestion,
+                    targets: &TARGETS,
+                });
                 continue;
             }
             let nearest = match &t.option {

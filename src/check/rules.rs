@@ -101,7 +101,7 @@ impl Ctx<'_> {
             let halves = if body.splits_backward() { 3 } else { 2 };
             let events = stages.saturating_mul(m).saturating_mul(halves).saturating_add(m.saturating_mul(2));
             if events > super::MAX_EVENTS {
-                self.error(Error::TooLarge { span: microbatch_span, events });
+                self.error(Error::TooLarge { span: microbatch_span, events, limit: super::MAX_EVENTS });
             }
         }
         if m < p && layouts.contains(&Layout::Sharded) {

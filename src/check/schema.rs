@@ -2,8 +2,8 @@
 //! one-line doc. The checker, `fmt`-independent tooling (hover, completion) and `explain`
 //! read these tables, so a field is declared once.
 
-use super::units::Dimension;
 use crate::ast::DefKind;
+use crate::units::Dimension;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Ty {

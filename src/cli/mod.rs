@@ -294,9 +294,9 @@ pub fn main() -> ExitCode {
             &tune::Options {
                 devices: *devices,
                 objective: if *objective == TuneObjective::Mfu {
-                    mpipe::tune::Objective::Mfu
+                    mpipe::explore::tune::Objective::Mfu
                 } else {
-                    mpipe::tune::Objective::StepTime
+                    mpipe::explore::tune::Objective::StepTime
                 },
                 memory_limit: *memory_limit,
                 top: *top,

@@ -29,12 +29,12 @@ pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Opt
     let mut simulation = mpipe::build::simulate(&spec, &derived);
     reporter.emit(&mpipe::build::diagnostics(&spec, &simulation), &checked.program.sources);
     if compare {
-        simulation.report.compare = mpipe::sim::compare::compare(&spec, simulation.report.step_time_s);
+        simulation.report.compare = mpipe::explore::compare::compare(&spec, simulation.report.step_time_s);
     }
     reporter.finish();
     let sampled = samples.map(|(n, seed)| {
-        let batches = mpipe::sim::samples::draw(&spec, n.max(1), seed);
-        mpipe::sim::samples::static_schedule(&spec, &derived, &batches)
+        let batches = mpipe::explore::samples::draw(&spec, n.max(1), seed);
+        mpipe::explore::samples::static_schedule(&spec, &derived, &batches)
     });
     if json {
         let mut value = serde_json::to_value(&simulation.report).expect("the report serialises");

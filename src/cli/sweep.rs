@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use mpipe::sweep::{self, Point};
+use mpipe::explore::sweep::{self, Point};
 
 use super::progress::Progress;
 use super::report::Reporter;
@@ -91,7 +91,7 @@ fn point(global: &Global, plan: &Path, values: Vec<(String, String)>, compare: b
     };
     let mut report = mpipe::build::simulate(&spec, &derived).report;
     if compare {
-        report.compare = mpipe::sim::compare::compare(&spec, report.step_time_s);
+        report.compare = mpipe::explore::compare::compare(&spec, report.step_time_s);
     }
     Point { value, values, report: Some(report), error: None }
 }

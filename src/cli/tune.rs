@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use mpipe::tune::{self, Objective};
+use mpipe::explore::tune::{self, Objective};
 
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
@@ -22,8 +22,8 @@ pub fn parse_bytes(arg: &str) -> Result<f64, String> {
     let split = arg.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(arg.len());
     let (n, unit) = arg.split_at(split);
     let n: f64 = n.parse().map_err(|_| format!("expected a size such as `64GiB`, found `{arg}`"))?;
-    match mpipe::check::units::lookup(unit) {
-        Some((mpipe::check::units::Dimension::Bytes, f)) => Ok(n * f),
+    match mpipe::units::lookup(unit) {
+        Some((mpipe::units::Dimension::Bytes, f)) => Ok(n * f),
         _ => Err(format!("expected a size such as `64GiB` or `80GB`, found `{arg}`")),
     }
 }
@@ -42,9 +42,9 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     };
     if let Some(n) = opts.per_batch {
         let derived = mpipe::build::derive_checked(&spec).expect("derived above");
-        let batches = mpipe::sim::samples::draw(&spec, n.max(1), opts.seed);
-        let fixed = mpipe::sim::samples::static_schedule(&spec, &derived, &batches);
-        let adapted = mpipe::sim::samples::per_batch(&spec, &batches);
+        let batches = mpipe::explore::samples::draw(&spec, n.max(1), opts.seed);
+        let fixed = mpipe::explore::samples::static_schedule(&spec, &derived, &batches);
+        let adapted = mpipe::explore::samples::per_batch(&spec, &batches);
         reporter.finish();
         println!("{} batches (seed {}):", fixed.samples, opts.seed);
         println!(

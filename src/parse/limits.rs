@@ -11,7 +11,7 @@ pub const MAX_FILE_BYTES: usize = 16 << 20;
 
 pub fn check(file: FileId, text: &str) -> Result<(), Error> {
     if text.len() > MAX_FILE_BYTES {
-        return Err(Error::FileTooLarge { span: Span::new(file, 0, 0), bytes: text.len() });
+        return Err(Error::FileTooLarge { span: Span::new(file, 0, 0), bytes: text.len(), limit: MAX_FILE_BYTES });
     }
     let mut depth = 0usize;
     let mut result = Ok(());
@@ -19,7 +19,7 @@ pub fn check(file: FileId, text: &str) -> Result<(), Error> {
         if open {
             depth += 1;
             if depth > MAX_NESTING && result.is_ok() {
-                result = Err(Error::NestingTooDeep { span: Span::new(file, i, i + 1) });
+                result = Err(Error::NestingTooDeep { span: Span::new(file, i, i + 1), limit: MAX_NESTING });
             }
         } else {
             depth = depth.saturating_sub(1);

@@ -2,9 +2,7 @@
 //! against the cost model's durations; the report, the timelines and the measured comparison
 //! read its timeline.
 
-pub mod compare;
 pub mod costs;
 pub mod measured;
 pub mod report;
-pub mod samples;
 pub mod timeline;

@@ -31,7 +31,7 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let vlm = layout::encoder(plan).is_some();
     let entry = if vlm { "scripts/train_vl.py" } else { "scripts/train_lm.py" };
     let header = vec![
-        format!("{} on the HyperParallel trainer, written by mpipec {}.", plan.source, crate::VERSION),
+        format!("{} on the HyperParallel trainer, written by mpipec {}.", plan.source, super::VERSION),
         format!(
             "{} processes = pp {} x dp_shard {} x tp {}; {} microbatches; LLM layers by stage: {:?}.",
             c.devices, c.pp, c.dp, c.tp, plan.batch.microbatches, body.decoder

@@ -5,11 +5,11 @@
 
 use serde::Serialize;
 
-use super::costs::SimCosts;
 use crate::check::spec::Plan;
 use crate::cost::model::CostModel;
 use crate::derive::Derived;
 use crate::ir::interpret;
+use crate::sim::costs::SimCosts;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stats {
@@ -91,7 +91,7 @@ pub fn per_batch(plan: &Plan, batches: &[Vec<u64>]) -> Stats {
         .map(|tokens| {
             let p = with_tokens(plan, tokens);
             match crate::build::derive_checked(&p) {
-                Ok(d) => super::report::simulate(&d, &CostModel::new(&p)).report.step_time_s,
+                Ok(d) => crate::sim::report::simulate(&d, &CostModel::new(&p)).report.step_time_s,
                 Err(_) => f64::INFINITY,
             }
         })

@@ -2,12 +2,12 @@
 //! the plan's own model, cluster, cost model and body skeleton, so a speedup compares where the
 //! encoder runs and nothing else.
 
-use super::report::{Compared, simulate};
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
 use crate::check::spec::{Plan, RegionSchedule};
 use crate::cost::model::CostModel;
 use crate::derive::folded;
 use crate::derive::placement::balanced_split;
+use crate::sim::report::{Compared, simulate};
 
 /// A baseline: its name, what it is and where it comes from, and the plan that expresses it.
 pub struct Baseline {

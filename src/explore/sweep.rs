@@ -64,7 +64,7 @@ fn number(text: &str) -> Result<f64, String> {
         return Ok(x);
     }
     let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let readings = digits.parse::<f64>().ok().zip(crate::check::units::magnitude(&text[digits.len()..]));
+    let readings = digits.parse::<f64>().ok().zip(crate::units::magnitude(&text[digits.len()..]));
     Err(match readings {
         Some((x, (decimal, binary))) if decimal != binary => {
             format!(": write it in full, `{}` or `{}`", x * binary, x * decimal)
