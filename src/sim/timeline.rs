@@ -28,6 +28,8 @@ pub const DETAILED_BOXES: usize = 8_000;
 const BANDS: usize = 8_000;
 
 const IDLE: &str = "#eeeeee";
+/// The outline of the time the first body stage waits for its first features.
+const SPILL: &str = "#d62728";
 
 /// What a box is drawn as: its region's colour family, the op's shade, and the chunk of the
 /// stage on its rank (interleaved and V schedules hold several).
@@ -176,9 +178,31 @@ pub fn write_svg(ir: &PlanIr, timeline: &Timeline, title: &str, out: &mut impl W
     for (r, rank) in ir.ranks.iter().enumerate() {
         write_lane(&f, r, &rank.instructions, timeline, &kinds, boxes > DETAILED_BOXES, out)?;
     }
+    let spill = write_spill(&f, ir, timeline, out)?;
     write_axis(&f, ir.ranks.len(), out)?;
-    write_legend(ir, &kinds, f.left, legend_y, out)?;
+    write_legend(ir, &kinds, spill, f.left, legend_y, out)?;
     out.write_all(b"</svg>\n")
+}
+
+/// With a replicated encoder: the time the first body stage waits for its first features,
+/// outlined on its lane. It is what the encoder's work adds to the step in front of the
+/// pipeline (its spill); whether it drew any.
+fn write_spill(f: &Frame, ir: &PlanIr, timeline: &Timeline, out: &mut impl Write) -> io::Result<bool> {
+    let Some(first) = ir.stages.iter().find(|s| s.rank.is_some()) else { return Ok(false) };
+    let encoder = ir.stages.iter().any(|s| s.rank.is_none() && s.id < first.id);
+    let rank = first.rank.unwrap_or(0) as usize;
+    let forward = ir.ranks[rank].instructions.iter().position(|i| i.op == Op::Forward && i.stage == Some(first.id));
+    let Some(wait) = forward.map(|k| timeline.start[rank][k]).filter(|w| encoder && *w > 0.0) else { return Ok(false) };
+    writeln!(
+        out,
+        r#"<rect x="{}" y="{}" width="{:.2}" height="{}" fill="none" stroke="{SPILL}" stroke-width="2"><title>encoder spill: rank {rank}'s first body forward waits {} for its features</title></rect>"#,
+        f.left,
+        f.y(rank) - 1.0,
+        f.width * wait / f.step,
+        f.lane - 2.0,
+        seconds(wait)
+    )?;
+    Ok(true)
 }
 
 /// One rank's lane: its grey background, its boxes or bands, and its idle share at the right.
@@ -386,8 +410,15 @@ fn write_axis(f: &Frame, ranks: usize, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// One entry per kind the picture holds, naming the ops drawn in it, then a hatched sample of
-/// each chunk past the first, then idle.
-fn write_legend(ir: &PlanIr, kinds: &[(usize, usize)], left: f64, y: f64, out: &mut impl Write) -> io::Result<()> {
+/// each chunk past the first, then idle, then the encoder's spill where there is one.
+fn write_legend(
+    ir: &PlanIr,
+    kinds: &[(usize, usize)],
+    spill: bool,
+    left: f64,
+    y: f64,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let mut present: Vec<(Kind, Vec<Op>)> = Vec::new();
     let mut hatched: Vec<Kind> = Vec::new();
     for i in ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op.is_compute()) {
@@ -429,6 +460,14 @@ fn write_legend(ir: &PlanIr, kinds: &[(usize, usize)], left: f64, y: f64, out: &
             escape(&text)
         )?;
         x += 30.0 + 6.0 * text.chars().count() as f64;
+    }
+    if spill {
+        writeln!(
+            out,
+            r#"<rect x="{x}" y="{y}" width="14" height="12" fill="none" stroke="{SPILL}" stroke-width="2"/><text x="{}" y="{}">encoder spill</text>"#,
+            x + 18.0,
+            y + 10.0
+        )?;
     }
     writeln!(out, "</g>")
 }
