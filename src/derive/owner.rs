@@ -68,7 +68,8 @@ pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Sche
         OwnerSpec::Explicit(list) => Some(list.iter().map(|r| *r as u32).collect()),
         OwnerSpec::ByMicrobatch => None,
     };
-    let greedy = least_delay(windows, jobs, fixed.as_deref(), &mut usize::MAX.clone());
+    let mut unbounded = usize::MAX;
+    let greedy = least_delay(windows, jobs, fixed.as_deref(), &mut unbounded);
     // Moving a job can only shorten the step where encoder work runs past the body's end.
     let body_end = windows.iter().filter_map(|w| w.last()?.from).fold(0.0, f64::max) + greedy.delay;
     match fixed {

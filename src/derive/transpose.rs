@@ -64,8 +64,7 @@ pub fn add(
     let m = placement.body.shape.microbatches;
     let first = placement.body.first;
     let (start, end) = body_times(g, placement, costs);
-    let slack: Vec<f64> =
-        g.chains.iter().map(|c| warmup_gaps(c, &g.graph, &start, &end).iter().map(|gap| gap.room).sum()).collect();
+    let slack: Vec<f64> = g.chains.iter().map(|c| warmup_slack(c, &g.graph, &start, &end)).collect();
     let spec = owner.or(plan.owner.as_ref()).cloned().unwrap_or(OwnerSpec::ByMicrobatch);
     let bounds = bounds(g, placement, enc, costs, (&start, &end));
     let owners = match enc.fill {
@@ -332,31 +331,27 @@ fn idle_windows(chain: &[NodeIndex], start: &[f64], end: &[f64]) -> Vec<Window> 
     windows
 }
 
-/// The idle gaps of a chain before its first backward: its warmup slack, for the report.
-fn warmup_gaps(
+/// A chain's warmup slack, for the report: its idle time before its first backward in the
+/// body-only schedule.
+fn warmup_slack(
     chain: &[NodeIndex],
     graph: &petgraph::graph::DiGraph<super::order::Event, super::order::Dep>,
     start: &[f64],
     end: &[f64],
-) -> Vec<Gap> {
-    let mut gaps = Vec::new();
+) -> f64 {
+    let mut slack = 0.0;
     let mut clock = 0.0;
     for n in chain {
         let s = start[n.index()];
         if s > clock + 1e-12 {
-            gaps.push(Gap { room: s - clock });
+            slack += s - clock;
         }
         if graph[*n].instr.op != Op::Forward {
             break;
         }
         clock = end[n.index()];
     }
-    gaps
-}
-
-/// An idle stretch before a rank's first backward.
-struct Gap {
-    room: f64,
+    slack
 }
 
 /// Start and end times of the body's events, by node index, with transfers taken as free.
