@@ -167,6 +167,43 @@ struct Token<'o> {
     out: &'o mut dyn Write,
 }
 
+/// The serializer methods of the values a token cannot hold (lists, maps, struct variants),
+/// shared by the instruction's serializer and its fields'.
+macro_rules! no_compound_values {
+    () => {
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unencodable> {
+            Err(unsupported("list"))
+        }
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unencodable> {
+            Err(unsupported("list"))
+        }
+        fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unencodable> {
+            Err(unsupported("list"))
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, Unencodable> {
+            Err(unsupported("list"))
+        }
+        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unencodable> {
+            Err(unsupported("map"))
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, Unencodable> {
+            Err(unsupported("struct"))
+        }
+    };
+}
+
 impl<'o> ser::Serializer for Token<'o> {
     type Ok = ();
     type Error = Unencodable;
@@ -216,36 +253,7 @@ impl<'o> ser::Serializer for Token<'o> {
     ) -> Result<(), Unencodable> {
         Err(unsupported("newtype"))
     }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unencodable> {
-        Err(unsupported("map"))
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Unencodable> {
-        Err(unsupported("struct"))
-    }
+    no_compound_values!();
 }
 
 impl ser::SerializeStruct for Token<'_> {
@@ -380,39 +388,10 @@ impl ser::Serializer for Scalar {
     ) -> Result<Value, Unencodable> {
         Err(unsupported("newtype variant"))
     }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Unencodable> {
-        Err(unsupported("list"))
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unencodable> {
-        Err(unsupported("map"))
-    }
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Unencodable> {
         Err(unsupported("struct"))
     }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Unencodable> {
-        Err(unsupported("struct"))
-    }
+    no_compound_values!();
 }
 
 /// Reads a compact plan back into the IR: tokens become plan.json's instruction objects and go
