@@ -12,7 +12,9 @@ fn stages(c: &mut Criterion) {
     for &(p, m) in SIZES {
         let text = plan_text(p, m);
         check.bench_with_input(BenchmarkId::from_parameter(format!("P{p}xM{m}")), &text, |b, text| {
-            b.iter(|| mpipe::check("bench.mpipe", "bench.mpipe", text.clone().into_bytes(), &MemoryLoader::new()))
+            b.iter(|| {
+                mpipe::driver::compile("bench.mpipe", "bench.mpipe", text.clone().into_bytes(), &MemoryLoader::new())
+            })
         });
     }
     check.finish();
@@ -20,10 +22,10 @@ fn stages(c: &mut Criterion) {
     derive.sample_size(10);
     for &(p, m) in SIZES {
         let plan = plan(p, m);
-        let n: usize = mpipe::build::derive_checked(&plan).unwrap().ir.ranks.iter().map(|r| r.instructions.len()).sum();
+        let n = mpipe::outputs::instructions(&mpipe::driver::build(&plan).unwrap().derived.ir);
         derive.throughput(Throughput::Elements(n as u64));
         derive.bench_with_input(BenchmarkId::from_parameter(format!("P{p}xM{m}")), &plan, |b, plan| {
-            b.iter(|| mpipe::build::derive_checked(plan).unwrap())
+            b.iter(|| mpipe::driver::build(plan).unwrap())
         });
     }
     derive.finish();
@@ -31,9 +33,10 @@ fn stages(c: &mut Criterion) {
     simulate.sample_size(10);
     for &(p, m) in SIZES {
         let plan = plan(p, m);
-        let derived = mpipe::build::derive_checked(&plan).unwrap();
-        simulate.bench_with_input(BenchmarkId::from_parameter(format!("P{p}xM{m}")), &derived, |b, derived| {
-            b.iter(|| mpipe::build::simulate(&plan, derived))
+        let built = mpipe::driver::build(&plan).unwrap();
+        // The simulator itself: `evaluate` would answer from its first run.
+        simulate.bench_with_input(BenchmarkId::from_parameter(format!("P{p}xM{m}")), &built, |b, built| {
+            b.iter(|| mpipe::sim::report::simulate(&built.derived, &built.costs))
         });
     }
     simulate.finish();
@@ -54,13 +57,12 @@ fn stages(c: &mut Criterion) {
 /// What `mpipec build --target torch` does, but for the atomic rename: every output streamed
 /// into its file under `dir`.
 fn build_into(text: &str, dir: &std::path::Path) {
-    let checked = mpipe::check("bench.mpipe", "bench.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
+    let checked = mpipe::driver::compile("bench.mpipe", "bench.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
     let plan = checked.plan.unwrap();
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let simulation = mpipe::build::simulate(&plan, &derived);
-    let mut files = mpipe::build::outputs(&derived, &simulation, mpipe::build::PlanFormat::Auto);
-    let torch = mpipe::backend::artifacts(mpipe::backend::Target::Torch, &plan, &derived);
-    files.extend(torch.into_iter().map(mpipe::build::Output::from));
+    let built = mpipe::driver::build(&plan).unwrap();
+    let mut files = mpipe::outputs::outputs(&built, mpipe::outputs::PlanFormat::Auto);
+    let torch = mpipe::backend::artifacts(mpipe::backend::Target::Torch, &built);
+    files.extend(torch.into_iter().map(mpipe::outputs::Output::from));
     for f in &files {
         let path = dir.join(&f.path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

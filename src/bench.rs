@@ -19,9 +19,14 @@ pub fn plan_text(pp: u32, microbatches: u32) -> String {
 
 pub fn plan(pp: u32, microbatches: u32) -> crate::check::spec::Plan {
     let text = plan_text(pp, microbatches);
-    crate::check("bench.mpipe", "bench.mpipe", text.into_bytes(), &crate::resolve::loader::MemoryLoader::new())
-        .plan
-        .expect("the benchmark plans are valid")
+    crate::driver::compile(
+        "bench.mpipe",
+        "bench.mpipe",
+        text.into_bytes(),
+        &crate::resolve::loader::MemoryLoader::new(),
+    )
+    .plan
+    .expect("the benchmark plans are valid")
 }
 
 /// Median seconds of `runs` calls of `f`.

@@ -30,8 +30,8 @@ pub fn parse(data: &[u8]) {
 }
 
 /// Loading, resolving and checking, standard library included.
-pub fn check(data: &[u8]) -> crate::Checked {
-    let checked = crate::check("fuzz.mpipe", "fuzz.mpipe", data.to_vec(), &MemoryLoader::new());
+pub fn check(data: &[u8]) -> crate::driver::Compiled {
+    let checked = crate::driver::compile("fuzz.mpipe", "fuzz.mpipe", data.to_vec(), &MemoryLoader::new());
     for d in &checked.diagnostics {
         let _ = crate::diagnostics::json::to_json(d, &checked.program.sources);
         for l in &d.labels {
@@ -57,16 +57,16 @@ pub fn pipeline(data: &[u8]) {
     if plan.cluster.pp.saturating_mul(plan.batch.microbatches) > PIPELINE_FUZZ_SIZE {
         return;
     }
-    let derived = match crate::build::derive_checked(plan) {
-        Ok(d) => d,
+    let built = match crate::driver::build(plan) {
+        Ok(b) => b,
         Err(e) => panic!("a checked plan failed validation: {:?}", e.problems),
     };
-    let sim = crate::build::simulate(plan, &derived);
+    let sim = built.evaluate();
     assert!(sim.report.step_time_s.is_finite() && sim.report.step_time_s >= 0.0);
     assert!(sim.report.step_time_s + 1e-9 >= sim.report.lower_bound_s * (1.0 - 1e-9));
     for target in crate::backend::Target::ALL {
         let request = crate::backend::Request { target, nearest: true, span: None };
-        match crate::backend::emit(request, plan, &derived, sim.report.step_time_s) {
+        match crate::backend::emit(request, &built) {
             Ok(emitted) => assert!(
                 !emitted.artifacts.is_empty() && emitted.artifacts.iter().all(|a| a.path.starts_with(target.name())),
                 "{} wrote outside its directory",

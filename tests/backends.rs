@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mpipe::backend::layout::{self, BodyLayout};
-use mpipe::backend::{Request, Resolved, Target};
-use mpipe::build::Artifact;
+use mpipe::backend::native::{Verdict, verdict};
+use mpipe::backend::{Request, Target};
 use mpipe::check::spec::Plan;
 use mpipe::derive::Derived;
 use mpipe::derive::skeletons::rank_of;
+use mpipe::outputs::Artifact;
 use serde_json::{Value, json};
 
 const TARGETS: [Target; 4] = [Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];
@@ -24,8 +25,6 @@ const TARGETS: [Target; 4] = [Target::Megatron, Target::MindFormers, Target::Min
 struct Source {
     key: String,
     plan: Plan,
-    derived: Derived,
-    step: f64,
 }
 
 fn sources() -> Vec<Source> {
@@ -37,11 +36,9 @@ fn sources() -> Vec<Source> {
             if key.contains("/lib/") {
                 continue;
             }
-            let checked = mpipe::check(&key, &key, std::fs::read(&path).unwrap(), &loader);
+            let checked = mpipe::driver::compile(&key, &key, std::fs::read(&path).unwrap(), &loader);
             let plan = checked.plan.unwrap_or_else(|| panic!("{key} does not check"));
-            let derived = mpipe::build::derive_checked(&plan).unwrap();
-            let step = mpipe::build::simulate(&plan, &derived).report.step_time_s;
-            out.push(Source { key, plan, derived, step });
+            out.push(Source { key, plan });
         }
     }
     out
@@ -50,12 +47,15 @@ fn sources() -> Vec<Source> {
 /// What `target` emits for `source` with `nearest`, and the plan it runs.
 fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
     let request = Request { target, nearest: true, span: None };
-    let (plan, derived) = match mpipe::backend::resolve(request, &source.plan, &source.derived, source.step) {
-        Ok(Resolved::AsWritten) => (source.plan.clone(), mpipe::build::derive_checked(&source.plan).unwrap()),
-        Ok(Resolved::Nearest { plan, derived, .. }) => (*plan, *derived),
-        Err(d) => panic!("{} for {}: {:?}", source.key, target.name(), d),
+    let plan = match verdict(request, &mpipe::driver::build(&source.plan).unwrap()) {
+        Verdict::AsWritten => source.plan.clone(),
+        Verdict::Nearest { plan, .. } => *plan,
+        Verdict::Impossible(d) => panic!("{} for {}: {:?}", source.key, target.name(), d),
     };
-    (mpipe::backend::artifacts(target, &plan, &derived), plan, derived)
+    let built = mpipe::driver::build(&plan).unwrap();
+    let artifacts = mpipe::backend::artifacts(target, &built);
+    let derived = built.derived;
+    (artifacts, plan, derived)
 }
 
 fn stem(key: &str) -> String {
@@ -258,13 +258,14 @@ fn msrun_starts_two_workers_on_loopback() {
 
 /// One cell of the skeleton × target table of docs/backends.md: what `verdict` says of `schedule`.
 fn cell(text: &str, target: Target) -> String {
-    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &common::repo_loader(&[]));
+    let checked =
+        mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &common::repo_loader(&[]));
     let plan = checked.plan.unwrap_or_else(|| panic!("{text}: {:?}", checked.diagnostics));
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    match mpipe::backend::native::verdict(target, &plan, &derived) {
-        mpipe::backend::native::Verdict::Native => "native".into(),
-        mpipe::backend::native::Verdict::Impossible { .. } => "no".into(),
-        mpipe::backend::native::Verdict::Nearest { plan: nearest, .. } => {
+    let request = Request { target, nearest: true, span: None };
+    match verdict(request, &mpipe::driver::build(&plan).unwrap()) {
+        Verdict::AsWritten => "native".into(),
+        Verdict::Impossible(_) => "no".into(),
+        Verdict::Nearest { plan: nearest, .. } => {
             let skeletons: Vec<String> = nearest.schedule.iter().map(|s| s.skeleton.to_string()).collect();
             let mut text = if nearest.cut.regions.len() < plan.cut.regions.len() {
                 format!("encoder in stage 0, {}", skeletons.join(", "))

@@ -37,7 +37,7 @@ fn examples_check_clean() {
 fn fixtures_give_the_library_diagnostics() {
     let loader = common::ui_loader();
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
-        let lib = mpipe::check_with(&key, &key, bytes, &loader, &set);
+        let lib = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
         let shown = format!("tests/ui/{key}");
         let mut args = vec!["--message-format".to_string(), "json".to_string(), "check".to_string(), shown.clone()];
         for (k, v) in &set {

@@ -14,7 +14,7 @@ fn plan(text: &str) -> Plan {
         let key = format!("lib/{}", path.file_name().unwrap().to_string_lossy());
         loader.insert(&key, &std::fs::read_to_string(&path).unwrap());
     }
-    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &loader);
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &loader);
     checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()))
 }
 

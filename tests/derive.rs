@@ -34,11 +34,11 @@ fn plan_text(ranks: u32, microbatches: u32, schedule: &str, encoder: Option<bool
 }
 
 fn derive_text(text: &str) -> PlanIr {
-    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
     let plan = checked
         .plan
         .unwrap_or_else(|| panic!("{text}\n{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()));
-    mpipe::build::derive_checked(&plan).unwrap_or_else(|e| panic!("{:?}\n{}", e.problems, e.dump)).ir
+    mpipe::driver::build(&plan).unwrap_or_else(|e| panic!("{:?}\n{}", e.problems, e.dump)).derived.ir
 }
 
 fn derive_file(path: &std::path::Path) -> PlanIr {
@@ -53,12 +53,12 @@ fn derive_file(path: &std::path::Path) -> PlanIr {
         l
     };
     let key = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
-    let checked = mpipe::check(&key, &key, std::fs::read(path).unwrap(), &loader);
+    let checked = mpipe::driver::compile(&key, &key, std::fs::read(path).unwrap(), &loader);
     let plan = checked
         .plan
         .as_ref()
         .unwrap_or_else(|| panic!("{key}: {:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()));
-    mpipe::build::derive_checked(plan).unwrap().ir
+    mpipe::driver::build(plan).unwrap().derived.ir
 }
 
 #[test]
@@ -414,8 +414,8 @@ fn a_damaged_compact_plan_is_an_error() {
 /// The bound: at most 20 bytes an instruction for P=32, M=256 interleaved(2).
 #[test]
 fn the_compact_plan_takes_at_most_20_bytes_an_instruction() {
-    let ir = mpipe::build::derive_checked(&mpipe::bench::plan(32, 256)).unwrap().ir;
-    let n = mpipe::build::instructions(&ir);
+    let ir = mpipe::driver::build(&mpipe::bench::plan(32, 256)).unwrap().derived.ir;
+    let n = mpipe::outputs::instructions(&ir);
     let bytes = compact(&ir).len();
     assert!(bytes <= 20 * n, "{bytes} bytes for {n} instructions");
 }

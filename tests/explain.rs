@@ -96,13 +96,13 @@ fn every_code_explains_itself_with_examples_that_work() {
         assert_eq!(erroneous.len(), 1, "{name}: exactly one ```mpipe,{name} block");
         let bytes = example_bytes(erroneous[0]);
         let set = overrides(&bytes);
-        let checked = mpipe::check_with("example.mpipe", "example.mpipe", bytes, &loader, &set);
-        let codes: Vec<Code> = checked.all_diagnostics().iter().map(|d| d.code).collect();
+        let checked = mpipe::driver::load("example.mpipe", "example.mpipe", bytes, &loader).check(&loader, &set);
+        let codes: Vec<Code> = mpipe::all_diagnostics(&checked).iter().map(|d| d.code).collect();
         assert!(codes.contains(code), "{name}: the erroneous example gives {codes:?}");
         let fixed: Vec<&Block> = blocks.iter().filter(|b| b.tags.iter().any(|t| t == "fixed")).collect();
         assert_eq!(fixed.len(), 1, "{name}: exactly one ```mpipe,fixed block");
-        let checked = mpipe::check("example.mpipe", "example.mpipe", example_bytes(fixed[0]), &loader);
-        let left: Vec<&str> = checked.all_diagnostics().iter().map(|d| d.code.as_str()).collect();
+        let checked = mpipe::driver::compile("example.mpipe", "example.mpipe", example_bytes(fixed[0]), &loader);
+        let left: Vec<&str> = mpipe::all_diagnostics(&checked).iter().map(|d| d.code.as_str()).collect();
         assert!(left.is_empty(), "{name}: the fixed example still gives {left:?}");
     }
 }

@@ -6,8 +6,8 @@ mod common;
 use mpipe::diagnostics::Code;
 use mpipe::resolve::loader::MemoryLoader;
 
-fn check(bytes: Vec<u8>) -> mpipe::Checked {
-    mpipe::check("plan.mpipe", "plan.mpipe", bytes, &MemoryLoader::new())
+fn check(bytes: Vec<u8>) -> mpipe::driver::Compiled {
+    mpipe::driver::compile("plan.mpipe", "plan.mpipe", bytes, &MemoryLoader::new())
 }
 
 /// A small deterministic generator, so a failure reproduces.

@@ -34,12 +34,11 @@ fn unit_plan(ranks: u32, microbatches: u32, schedule: &str, layers_per_stage: u3
 }
 
 fn simulate(text: &str) -> (mpipe::derive::Derived, Simulation) {
-    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
     let plan = checked
         .plan
         .unwrap_or_else(|| panic!("{text}\n{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()));
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let sim = mpipe::build::simulate(&plan, &derived);
+    let (derived, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
     (derived, sim)
 }
 
@@ -150,10 +149,9 @@ fn megatron_default_layout_is_charged_no_encoder_backward() {
         .replace("cut enc | llm;", "cut enc + llm;")
         .replace("schedule transpose, 1f1b;", "schedule 1f1b(split = [32, 5, 5, 5, 4, 4, 4, 4]);")
         .replace("owner by_microbatch;", "");
-    let checked = mpipe::check("plan.mpipe", "plan.mpipe", text.into_bytes(), &MemoryLoader::new());
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.into_bytes(), &MemoryLoader::new());
     let plan = checked.plan.unwrap();
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let sim = mpipe::build::simulate(&plan, &derived);
+    let (_, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
     let model = mpipe::cost::model::CostModel::new(&plan);
     assert_eq!(model.backward_input(0..27, 0), 0.0);
     assert_eq!(model.activation_bytes(0..27, 0), 0.0);
@@ -283,10 +281,10 @@ proptest! {
 fn the_readme_picture_is_what_build_draws() {
     let root = env!("CARGO_MANIFEST_DIR");
     let key = "examples/paper_small.mpipe";
-    let checked = mpipe::check(key, key, std::fs::read(format!("{root}/{key}")).unwrap(), &MemoryLoader::new());
+    let checked =
+        mpipe::driver::compile(key, key, std::fs::read(format!("{root}/{key}")).unwrap(), &MemoryLoader::new());
     let plan = checked.plan.unwrap();
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let sim = mpipe::build::simulate(&plan, &derived);
+    let (derived, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
     let svg = mpipe::sim::timeline::svg(&derived.ir, &sim.timeline, &derived.ir.source);
     let committed = std::fs::read_to_string(format!("{root}/docs/paper_small_timeline.svg")).unwrap();
     assert!(
@@ -346,13 +344,13 @@ fn example_plan(name: &str, sets: &[(String, String)]) -> mpipe::check::spec::Pl
         let name = format!("examples/lib/{}", path.file_name().unwrap().to_string_lossy());
         loader.insert(&name, &std::fs::read_to_string(&path).unwrap());
     }
-    let checked = mpipe::check_with(&key, &key, bytes, &loader, sets);
+    let checked = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, sets);
     let messages: Vec<&String> = checked.diagnostics.iter().map(|d| &d.message).collect();
     checked.plan.unwrap_or_else(|| panic!("{key} {sets:?}: {messages:?}"))
 }
 
 /// Compute times from the cost model, transfers free.
-struct ComputeOnly<'a>(&'a mpipe::cost::model::CostModel, &'a mpipe::ir::PlanIr);
+struct ComputeOnly<'a>(&'a mpipe::cost::model::CostModel<'a>, &'a mpipe::ir::PlanIr);
 
 impl mpipe::ir::interpret::Durations for ComputeOnly<'_> {
     fn instruction(&self, _: u32, i: &mpipe::ir::Instr) -> f64 {
@@ -384,8 +382,7 @@ fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
     }
     for (name, sets) in cases {
         let plan = example_plan(name, &sets);
-        let derived = mpipe::build::derive_checked(&plan).unwrap();
-        let sim = mpipe::build::simulate(&plan, &derived);
+        let (derived, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
         let step = sim.report.step_time_s;
         for peer in mpipe::explore::compare::compare(&plan, step) {
             if ["transpose-round-robin", "prefix"].contains(&peer.name.as_str()) {
@@ -409,8 +406,7 @@ fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
 #[test]
 fn large_pictures_are_bands() {
     let plan = mpipe::bench::plan(32, 256);
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let sim = mpipe::build::simulate(&plan, &derived);
+    let (derived, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
     let svg = mpipe::sim::timeline::svg(&derived.ir, &sim.timeline, "bench");
     assert!(svg.len() < 2_000_000, "{} bytes", svg.len());
     let doc = roxmltree::Document::parse(&svg).expect("timeline.svg is well-formed XML");

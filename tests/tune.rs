@@ -7,11 +7,11 @@ use mpipe::resolve::loader::MemoryLoader;
 use mpipe::sim::report::Report;
 
 fn evaluate(text: &str, overrides: &Overrides) -> Option<Report> {
+    let loader = MemoryLoader::new();
     let checked =
-        mpipe::check_with("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new(), overrides);
+        mpipe::driver::load("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &loader).check(&loader, overrides);
     let plan = checked.plan?;
-    let derived = mpipe::build::derive_checked(&plan).ok()?;
-    let report = mpipe::build::simulate(&plan, &derived).report;
+    let report = mpipe::driver::build(&plan).ok()?.into_simulated().1.report;
     report.over_memory.is_empty().then_some(report)
 }
 
@@ -69,7 +69,9 @@ fn more_image_tokens_the_falsifier() {
 #[test]
 fn the_tuner_finds_what_brute_force_finds() {
     let text = example("llm_1f1b.mpipe").replace("devices = 8;", "devices = 4;").replace("dp = 2;", "dp = 1;");
-    let plan = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new()).plan.unwrap();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new())
+        .plan
+        .unwrap();
     let outcome = tune::search(tune::space(&plan, 4), Objective::StepTime, 0, |o| evaluate(&text, o), |_, _| {});
     assert!(outcome.exhaustive);
     // Brute force, written out independently: every pp·dp·tp of 4 devices under every skeleton.
@@ -105,8 +107,9 @@ fn the_tuner_finds_what_brute_force_finds() {
 fn the_best_is_never_worse_than_the_input_and_writes_a_clean_plan() {
     for name in ["paper_small.mpipe", "llm_1f1b.mpipe"] {
         let text = example(name);
-        let plan =
-            mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new()).plan.unwrap();
+        let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new())
+            .plan
+            .unwrap();
         let input = evaluate(&text, &Vec::new()).unwrap();
         let outcome = tune::search(
             tune::space(&plan, plan.cluster.devices),
@@ -118,7 +121,8 @@ fn the_best_is_never_worse_than_the_input_and_writes_a_clean_plan() {
         let best = &outcome.ranked[0];
         assert!(best.report.step_time_s <= input.step_time_s + 1e-12, "{name}");
         let tuned = mpipe::edit::apply(&text, &best.overrides).unwrap();
-        let checked = mpipe::check("tuned.mpipe", "tuned.mpipe", tuned.as_bytes().to_vec(), &MemoryLoader::new());
+        let checked =
+            mpipe::driver::compile("tuned.mpipe", "tuned.mpipe", tuned.as_bytes().to_vec(), &MemoryLoader::new());
         assert!(
             checked.diagnostics.iter().all(|d| !d.is_error()),
             "{name}: {:?}",
@@ -141,22 +145,24 @@ fn sampled_batches_are_seeded_and_drawn_from_the_distribution() {
         "lib/siglip_tokens.csv",
         &std::fs::read_to_string(format!("{}/examples/lib/siglip_tokens.csv", env!("CARGO_MANIFEST_DIR"))).unwrap(),
     );
-    let plan = mpipe::check("plan.mpipe", "plan.mpipe", text.into_bytes(), &loader).plan.unwrap();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.into_bytes(), &loader).plan.unwrap();
     assert_eq!(plan.batch.histogram.len(), 4);
     let a = mpipe::explore::samples::draw(&plan, 8, 7);
     assert_eq!(a, mpipe::explore::samples::draw(&plan, 8, 7));
     assert_ne!(a, mpipe::explore::samples::draw(&plan, 8, 8));
     let support: Vec<u64> = plan.batch.histogram.iter().map(|(t, _)| *t).collect();
     assert!(a.iter().flatten().all(|t| support.contains(t)));
-    let derived = mpipe::build::derive_checked(&plan).unwrap();
-    let s = mpipe::explore::samples::static_schedule(&plan, &derived, &a);
+    let built = mpipe::driver::build(&plan).unwrap();
+    let s = mpipe::explore::samples::static_schedule(&plan, &built.derived, &a);
     assert!(s.p50_s <= s.p95_s && s.p95_s <= s.max_s && s.samples == 8);
 }
 
 #[test]
 fn no_speedup_spans_two_device_counts() {
     let text = example("llm_1f1b.mpipe");
-    let plan = mpipe::check("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new()).plan.unwrap();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new())
+        .plan
+        .unwrap();
     let input = evaluate(&text, &Vec::new()).unwrap();
     // On its own device count the input plan is a candidate and the reference of speedups.
     assert!(tune::space(&plan, plan.cluster.devices)[0].is_empty());

@@ -15,7 +15,7 @@ fn fixtures() {
     insta::glob!("ui/*/*.mpipe", |path| {
         let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
         let (checked, human, json) = common::check_rendered(&key, std::fs::read(path).unwrap(), &loader);
-        assert!(!checked.all_diagnostics().is_empty(), "{key} is a fixture for a diagnostic but produced none");
+        assert!(!mpipe::all_diagnostics(&checked).is_empty(), "{key} is a fixture for a diagnostic but produced none");
         insta::assert_snapshot!("human", human);
         insta::assert_snapshot!("json", json);
     });
@@ -39,8 +39,8 @@ fn every_code_has_a_fixture() {
     let loader = common::ui_loader();
     let mut seen: BTreeSet<Code> = BTreeSet::from([Code::E0004]); // generated_too_large
     for common::Fixture { key, path, bytes, set } in common::ui_fixtures() {
-        let checked = mpipe::check_with(&key, &key, bytes, &loader, &set);
-        let all = checked.all_diagnostics();
+        let checked = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
+        let all = mpipe::all_diagnostics(&checked);
         seen.extend(all.iter().map(|d| d.code));
         let header = std::fs::read_to_string(&path).unwrap_or_default();
         if let Some(code) = header.strip_prefix("// ").and_then(|h| h.split(':').next()).and_then(Code::parse) {
@@ -54,7 +54,7 @@ fn every_code_has_a_fixture() {
 #[test]
 fn diagnostics_are_sorted_by_position() {
     let loader = common::ui_loader();
-    let checked = mpipe::check(
+    let checked = mpipe::driver::compile(
         "syntax/several_errors.mpipe",
         "syntax/several_errors.mpipe",
         std::fs::read(common::root().join("tests/ui/syntax/several_errors.mpipe")).unwrap(),
@@ -74,19 +74,22 @@ fn fixes_leave_plans_that_check() {
     let loader = common::ui_loader();
     let mut fixes = 0;
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
-        let before = mpipe::check_with(&key, &key, bytes.clone(), &loader, &set).all_diagnostics();
+        let before =
+            mpipe::all_diagnostics(&mpipe::driver::load(&key, &key, bytes.clone(), &loader).check(&loader, &set));
         let errors = |all: &[mpipe::diagnostics::Diagnostic]| -> BTreeSet<Code> {
             all.iter().filter(|d| d.is_error()).map(|d| d.code).collect()
         };
         for diagnostic in before.iter().filter(|d| d.fix.is_some()) {
             let fix = diagnostic.fix.as_ref().unwrap();
-            let checked = mpipe::check_with(&key, &key, bytes.clone(), &loader, &set);
+            let checked = mpipe::driver::load(&key, &key, bytes.clone(), &loader).check(&loader, &set);
             if checked.program.sources.get(fix.span.file).name != key {
                 continue; // a fix inside an override or an imported file
             }
             let mut text = String::from_utf8(bytes.clone()).unwrap();
             text.replace_range(fix.span.range(), &fix.replacement);
-            let after = mpipe::check_with(&key, &key, text.clone().into_bytes(), &loader, &set).all_diagnostics();
+            let after = mpipe::all_diagnostics(
+                &mpipe::driver::load(&key, &key, text.clone().into_bytes(), &loader).check(&loader, &set),
+            );
             let (was, now) = (errors(&before), errors(&after));
             assert!(
                 !now.contains(&diagnostic.code) && now.is_subset(&was),

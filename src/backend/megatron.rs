@@ -6,9 +6,9 @@
 
 use super::layout::{self, BodyLayout};
 use super::shell::{self, Flag, flag, switch};
-use crate::build::Artifact;
 use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
+use crate::outputs::Artifact;
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let body = BodyLayout::of(plan, derived);

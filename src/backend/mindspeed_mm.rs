@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use super::layout::{self, BodyLayout};
 use super::megatron;
 use super::shell::{self, flag, switch};
-use crate::build::Artifact;
 use crate::check::spec::{Mlp, Plan};
 use crate::derive::Derived;
+use crate::outputs::Artifact;
 
 /// What MindSpeed-MM's scripts export before torchrun (CANN logging, task queue, HCCL).
 const ENVIRONMENT: &[(&str, &str)] = &[

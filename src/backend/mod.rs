@@ -1,8 +1,8 @@
 //! Backends: a derived plan as what a training stack runs. `torch` executes any plan with the
 //! mpipe runtime. The launch-configuration backends (Megatron-LM, MindFormers, MindSpeed-MM,
 //! HyperParallel) write what their users write by hand. A skeleton such a stack cannot run is
-//! refused (E0401), or with `nearest` replaced by its nearest native plan, which is derived and
-//! emitted with a warning (W0004) that says what changed.
+//! refused (E0401), or with `nearest` replaced by its nearest native plan, which is built and
+//! emitted with a warning (W0004) that says what changed. A backend takes the [`Built`] plan.
 
 pub mod hyperparallel;
 pub mod layout;
@@ -14,13 +14,13 @@ mod shell;
 pub mod torch;
 mod yaml;
 
-use crate::build::Artifact;
 use crate::check::spec::{Plan, TARGETS};
-use crate::derive::Derived;
 use crate::diagnostics::Diagnostic;
+use crate::driver::{self, Built};
 use crate::error::Error;
+use crate::outputs::Artifact;
 use crate::span::Span;
-use native::Verdict;
+use native::{Refusal, Verdict};
 
 /// mpipec's version, stamped into every file a backend writes. It lives here, below the crate's
 /// front door (`lib.rs`, which runs the backends), so that naming it is no cycle.
@@ -85,76 +85,54 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
     Ok(out)
 }
 
-/// What `emit` would report for `request`, without writing the files.
-pub fn diagnostics(request: Request, plan: &Plan, derived: &Derived, written_step: f64) -> Vec<Diagnostic> {
-    match resolve(request, plan, derived, written_step) {
-        Ok(Resolved::AsWritten) => Vec::new(),
-        Ok(Resolved::Nearest { warning, .. }) => vec![warning],
-        Err(diagnostics) => diagnostics,
-    }
-}
-
 /// What a backend writes, with the warnings that go with it.
 pub struct Emitted {
     pub artifacts: Vec<Artifact>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// The plan a target runs: the plan as written, or its nearest native plan (derived, with
-/// the warning that says what changed).
-pub enum Resolved {
-    AsWritten,
-    Nearest { plan: Box<Plan>, derived: Box<Derived>, warning: Diagnostic },
+/// The files of `request.target` for the built plan, or of its nearest native plan (built
+/// here, with warning W0004 saying what changed), or the diagnostics that refuse the plan.
+pub fn emit(request: Request, built: &Built) -> Result<Emitted, Vec<Diagnostic>> {
+    answer(request, built, artifacts)
 }
 
-/// What `request.target` runs of the checked and derived `plan`, or the diagnostics that say
-/// why it cannot. `written_step` is the plan's simulated step, which every caller has already
-/// simulated; the warning compares the nearest plan's with it.
-pub fn resolve(
-    request: Request,
-    plan: &Plan,
-    derived: &Derived,
-    written_step: f64,
-) -> Result<Resolved, Vec<Diagnostic>> {
-    let name = request.target.name();
-    match native::verdict(request.target, plan, derived) {
-        Verdict::Native => Ok(Resolved::AsWritten),
-        Verdict::Impossible { span, reason, help } => {
-            Err(vec![Error::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()])
-        }
-        Verdict::Nearest { changes, plan: nearest } => {
-            let span = changes[0].span;
-            let changes: Vec<String> = changes.into_iter().map(|c| c.what).collect();
-            if !request.nearest {
-                return Err(vec![Error::NotNative { span, target: request.span, name, changes }.to_diagnostic()]);
-            }
-            let nearest_derived = crate::build::derive_checked(&nearest).map_err(|invalid| {
-                let reason =
-                    format!("internal error: its nearest plan fails validation: {}", invalid.problems.join("; "));
-                let help = format!("this is a bug in mpipec {VERSION}; build for `torch` meanwhile");
-                vec![Error::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()]
-            })?;
-            let after = crate::build::simulate(&nearest, &nearest_derived).report.step_time_s;
-            let step = (written_step, after);
-            let warning = Error::NearestEmitted { span, target: request.span, name, changes, step }.to_diagnostic();
-            Ok(Resolved::Nearest { plan: nearest, derived: Box::new(nearest_derived), warning })
-        }
+/// What [`emit`] would report for `request`, without writing the files.
+pub fn diagnostics(request: Request, built: &Built) -> Vec<Diagnostic> {
+    match answer(request, built, |_, _| Vec::new()) {
+        Ok(emitted) => emitted.diagnostics,
+        Err(diagnostics) => diagnostics,
     }
 }
 
-/// The files of `request.target` for the checked and derived `plan`, or the diagnostics that
-/// say why the target cannot run it.
-pub fn emit(request: Request, plan: &Plan, derived: &Derived, written_step: f64) -> Result<Emitted, Vec<Diagnostic>> {
-    Ok(match resolve(request, plan, derived, written_step)? {
-        Resolved::AsWritten => Emitted { artifacts: artifacts(request.target, plan, derived), diagnostics: Vec::new() },
-        Resolved::Nearest { plan, derived, warning } => {
-            Emitted { artifacts: artifacts(request.target, &plan, &derived), diagnostics: vec![warning] }
+fn answer(
+    request: Request,
+    built: &Built,
+    files: impl Fn(Target, &Built) -> Vec<Artifact>,
+) -> Result<Emitted, Vec<Diagnostic>> {
+    let (plan, changes) = match native::verdict(request, built) {
+        Verdict::AsWritten => {
+            return Ok(Emitted { artifacts: files(request.target, built), diagnostics: Vec::new() });
         }
-    })
+        Verdict::Impossible(diagnostic) => return Err(vec![diagnostic]),
+        Verdict::Nearest { plan, changes } => (plan, changes),
+    };
+    let span = changes[0].span;
+    let nearest = driver::build(&plan).map_err(|invalid| {
+        let reason = format!("internal error: its nearest plan fails validation: {}", invalid.problems.join("; "));
+        let help = format!("this is a bug in mpipec {VERSION}; build for `torch` meanwhile");
+        vec![Refusal { span, reason, help }.diagnostic(request)]
+    })?;
+    let step = (built.evaluate().report.step_time_s, nearest.evaluate().report.step_time_s);
+    let changes = changes.into_iter().map(|c| c.what).collect();
+    let name = request.target.name();
+    let warning = Error::NearestEmitted { span, target: request.span, name, changes, step }.to_diagnostic();
+    Ok(Emitted { artifacts: files(request.target, &nearest), diagnostics: vec![warning] })
 }
 
 /// The files of `target` for a plan it runs as written.
-pub fn artifacts(target: Target, plan: &Plan, derived: &Derived) -> Vec<Artifact> {
+pub fn artifacts(target: Target, built: &Built) -> Vec<Artifact> {
+    let (plan, derived) = (built.plan, &built.derived);
     match target {
         Target::Torch => torch::artifacts(plan, &derived.ir),
         Target::Megatron => megatron::artifacts(plan, derived),

@@ -11,10 +11,13 @@ use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
 use crate::check::spec::Plan;
 use crate::derive::{Derived, folded};
+use crate::diagnostics::Diagnostic;
+use crate::driver::Built;
+use crate::error::Error;
 use crate::span::Span;
 
-use super::Target;
 use super::layout::BodyLayout;
+use super::{Request, Target};
 
 /// One thing the nearest native plan does differently, at the schedule entry it replaces.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,10 +26,26 @@ pub struct Change {
     pub what: String,
 }
 
+/// What a target makes of a built plan: runs it as written, runs the nearest plan it has (which
+/// the caller builds, with the changes to report), or cannot run it (the diagnostic says why).
 pub enum Verdict {
-    Native,
-    Nearest { changes: Vec<Change>, plan: Box<Plan> },
-    Impossible { span: Span, reason: String, help: String },
+    AsWritten,
+    Nearest { plan: Box<Plan>, changes: Vec<Change> },
+    Impossible(Diagnostic),
+}
+
+/// Why a target cannot run a plan, said at the construct it cannot run.
+pub(super) struct Refusal {
+    pub span: Span,
+    pub reason: String,
+    pub help: String,
+}
+
+impl Refusal {
+    pub(super) fn diagnostic(self, request: Request) -> Diagnostic {
+        let Refusal { span, reason, help } = self;
+        Error::TargetCannotRun { span, target: request.span, name: request.target.name(), reason, help }.to_diagnostic()
+    }
 }
 
 /// How `target` runs a body skeleton: as written, or as the nearest skeleton it has and why
@@ -96,67 +115,116 @@ fn shards_encoder(target: Target) -> bool {
     matches!(target, Target::Torch | Target::MindSpeedMm)
 }
 
-pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
-    if target == Target::Torch {
-        return Verdict::Native;
+/// What `request.target` runs of the built plan. Without `nearest` in the request, a plan the
+/// target runs only in another form is refused with what would change.
+pub fn verdict(request: Request, built: &Built) -> Verdict {
+    match nearest(request.target, built.plan, &built.derived) {
+        Ok(None) => Verdict::AsWritten,
+        Ok(Some((plan, changes))) if request.nearest => Verdict::Nearest { plan, changes },
+        Ok(Some((_, changes))) => {
+            let span = changes[0].span;
+            let changes = changes.into_iter().map(|c| c.what).collect();
+            let name = request.target.name();
+            Verdict::Impossible(Error::NotNative { span, target: request.span, name, changes }.to_diagnostic())
+        }
+        Err(refusal) => Verdict::Impossible(refusal.diagnostic(request)),
     }
-    let placement = &derived.placement;
+}
+
+type Changed = Option<(Box<Plan>, Vec<Change>)>;
+
+/// The nearest plan `target` runs natively and what changed (`None`: the plan as written), or
+/// why it has none.
+fn nearest(target: Target, plan: &Plan, derived: &Derived) -> Result<Changed, Refusal> {
+    if target == Target::Torch {
+        return Ok(None);
+    }
+    one_encoder_then_one_llm(target, plan, derived)?;
+    let written = derived.placement.body.skeleton;
+    let body_span = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
+    let body_span = body_span.unwrap_or_default();
+    let mpipe = target == Target::HyperParallel && derived.placement.encoder.is_some();
+    let mut changes = Vec::new();
+    let new_body = match runs_body(target, mpipe, written) {
+        Ok(s) => s,
+        Err((nearest, why)) => {
+            let what = format!("`{written}` runs as `{nearest}`: `{}` {why}", target.name());
+            changes.push(Change { span: body_span, what });
+            nearest
+        }
+    };
+    let mut nearest = plan.clone();
+    let fold = place_encoder(target, plan, derived, body_span, &mut nearest, &mut changes);
+    if changes.is_empty() {
+        return target_rules(target, plan, written, body_span).map(|()| None);
+    }
+    if fold {
+        nearest = fold_encoder(target, plan, new_body, body_span, &mut changes)?;
+    } else if new_body != written {
+        rewrite_sharded(target, mpipe, &mut nearest, &mut changes);
+    }
+    check_body(target, &nearest, body_span)?;
+    Ok(Some((Box::new(nearest), changes)))
+}
+
+/// How `target` runs a body; with HyperParallel's MPipe schedule (a transposed encoder), as
+/// that schedule's generator does.
+fn runs_body(target: Target, mpipe: bool, skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
+    if mpipe { mpipe_body(skeleton) } else { body(target, skeleton) }
+}
+
+/// The stacks' configs describe one encoder, then one LLM, and nothing after it.
+fn one_encoder_then_one_llm(target: Target, plan: &Plan, derived: &Derived) -> Result<(), Refusal> {
     let name = target.name();
-    if let Some(sink) = placement.sink {
-        return Verdict::Impossible {
+    if let Some(sink) = derived.placement.sink {
+        return Err(Refusal {
             span: plan.schedule[sink.region].span,
             reason: format!("`{name}` has no replicated region after the LLM"),
             help: "build this plan for `torch`, which runs any plan".into(),
-        };
+        });
     }
-    // The stacks' configs describe one encoder and one LLM.
     for (kind, is_encoder) in [("encoder", true), ("LLM", false)] {
         let parts: Vec<_> = plan.model.parts.iter().filter(|p| p.arch.is_encoder() == is_encoder).collect();
         if parts.len() > 1 {
-            return Verdict::Impossible {
+            return Err(Refusal {
                 span: parts[1].span,
                 reason: format!("`{name}` takes one {kind}; this model has {} {kind} parts", parts.len()),
                 help: format!("describe the {kind} as one part, or build this plan for `torch`"),
-            };
+            });
         }
     }
     let first_decoder = plan.model.parts.iter().position(|p| !p.arch.is_encoder());
     if let Some(late) = first_decoder.and_then(|d| plan.model.parts[d..].iter().find(|p| p.arch.is_encoder())) {
-        return Verdict::Impossible {
+        return Err(Refusal {
             span: late.span,
             reason: format!("`{name}` has no encoder after the LLM"),
             help: "build this plan for `torch`, which runs any plan".into(),
-        };
+        });
     }
-    let p = plan.cluster.pp;
-    let m = plan.batch.microbatches;
-    let body_skeleton_now = placement.body.skeleton;
-    let first_sharded = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
-    let body_span = first_sharded.unwrap_or_default();
-    let mut changes = Vec::new();
-    let mpipe = target == Target::HyperParallel && placement.encoder.is_some();
-    let body = |target, skeleton| if mpipe { mpipe_body(skeleton) } else { body(target, skeleton) };
-    let mapped = body(target, body_skeleton_now);
-    let new_body = match mapped {
-        Ok(s) => s,
-        Err((nearest, why)) => {
-            changes.push(Change {
-                span: body_span,
-                what: format!("`{body_skeleton_now}` runs as `{nearest}`: `{name}` {why}"),
-            });
-            nearest
-        }
-    };
+    Ok(())
+}
+
+/// Where `target` puts the encoder: HyperParallel's MPipe form of a transposed one (written
+/// into `nearest`), or folded into pipeline stage 0. Records what changed; true when the
+/// encoder is to be folded.
+fn place_encoder(
+    target: Target,
+    plan: &Plan,
+    derived: &Derived,
+    body_span: Span,
+    nearest: &mut Plan,
+    changes: &mut Vec<Change>,
+) -> bool {
+    let name = target.name();
     let encoder_layers = leading_encoder_layers(plan);
-    let layout = BodyLayout::of(plan, derived);
-    let mut nearest = plan.clone();
-    let fold = match placement.encoder {
+    match derived.placement.encoder {
         Some(enc) if target == Target::HyperParallel => {
             let span = plan.schedule[enc.region].span;
             let (encoder, whats) = mpipe_encoder(plan.schedule[enc.region].skeleton, enc.chunks);
             changes.extend(whats.into_iter().map(|what| Change { span, what }));
             nearest.schedule[enc.region].skeleton = encoder;
-            let round_robin: Vec<u32> = (0..m as u32).map(|mb| mb % p as u32).collect();
+            let (p, m) = (plan.cluster.pp as u32, plan.batch.microbatches as u32);
+            let round_robin: Vec<u32> = (0..m).map(|mb| mb % p).collect();
             let owners = derived.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
             if owners != round_robin {
                 changes.push(Change {
@@ -181,7 +249,7 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
             });
             true
         }
-        None if !shards_encoder(target) && layout.encoder.iter().skip(1).any(|&n| n > 0) => {
+        None if !shards_encoder(target) && BodyLayout::of(plan, derived).encoder.iter().skip(1).any(|&n| n > 0) => {
             changes.push(Change {
                 span: body_span,
                 what: format!(
@@ -192,75 +260,91 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
             true
         }
         None => false,
-    };
-    if changes.is_empty() {
-        return target_rules(target, plan, body_skeleton_now, body_span).unwrap_or(Verdict::Native);
     }
-    if fold {
-        let stages = p * u64::from(new_body.chunks());
-        if plan.model.layers() - encoder_layers + 1 < stages {
-            return Verdict::Impossible {
-                span: body_span,
-                reason: format!(
-                    "`{name}` needs the encoder in stage 0 and at least one LLM layer on each of the other {} stages",
-                    stages - 1
+}
+
+/// The plan with its encoder folded into stage 0 before a body of `new_body`, and its LLM
+/// layers by stage added to the changes; refused when some stage would hold no LLM layer.
+fn fold_encoder(
+    target: Target,
+    plan: &Plan,
+    new_body: Skeleton,
+    body_span: Span,
+    changes: &mut Vec<Change>,
+) -> Result<Plan, Refusal> {
+    let encoder_layers = leading_encoder_layers(plan);
+    let stages = plan.cluster.pp * u64::from(new_body.chunks());
+    if plan.model.layers() - encoder_layers + 1 < stages {
+        return Err(Refusal {
+            span: body_span,
+            reason: format!(
+                "`{}` needs the encoder in stage 0 and at least one LLM layer on each of the other {} stages",
+                target.name(),
+                stages - 1
+            ),
+            help: "use fewer pipeline ranks or fewer virtual stages".into(),
+        });
+    }
+    let folded = folded::fold(plan, new_body, encoder_layers);
+    let mut llm = folded.schedule[0].split.clone().expect("a fold pins its split");
+    llm[0] -= encoder_layers;
+    changes.push(Change { span: body_span, what: format!("LLM layers by stage, in stage order: {llm:?}") });
+    Ok(folded)
+}
+
+/// Every sharded region of `nearest` as the target runs it; a pinned split that no longer
+/// fits the new number of stages is dropped, and said so.
+fn rewrite_sharded(target: Target, mpipe: bool, nearest: &mut Plan, changes: &mut Vec<Change>) {
+    let p = nearest.cluster.pp;
+    for region in nearest.schedule.iter_mut().filter(|s| s.skeleton.layout() == Layout::Sharded) {
+        let (Ok(s) | Err((s, _))) = runs_body(target, mpipe, region.skeleton);
+        if s.chunks() != region.skeleton.chunks() && region.split.take().is_some() {
+            changes.push(Change {
+                span: region.span,
+                what: format!(
+                    "the pinned split of `{}` is rebalanced for {} stages",
+                    region.skeleton,
+                    p * u64::from(s.chunks())
                 ),
-                help: "use fewer pipeline ranks or fewer virtual stages".into(),
-            };
+            });
         }
-        nearest = folded::fold(plan, new_body, encoder_layers);
-        let mut llm = nearest.schedule[0].split.clone().expect("a fold pins its split");
-        llm[0] -= encoder_layers;
-        changes.push(Change { span: body_span, what: format!("LLM layers by stage, in stage order: {llm:?}") });
-    } else if new_body != body_skeleton_now {
-        for region in nearest.schedule.iter_mut().filter(|s| s.skeleton.layout() == Layout::Sharded) {
-            let (Ok(s) | Err((s, _))) = body(target, region.skeleton);
-            if s.chunks() != region.skeleton.chunks() && region.split.take().is_some() {
-                changes.push(Change {
-                    span: region.span,
-                    what: format!(
-                        "the pinned split of `{}` is rebalanced for {} stages",
-                        region.skeleton,
-                        p * u64::from(s.chunks())
-                    ),
-                });
-            }
-            region.skeleton = s;
-        }
+        region.skeleton = s;
     }
+}
+
+/// The nearest plan's body must be one schedule the target has, for this many microbatches.
+fn check_body(target: Target, nearest: &Plan, body_span: Span) -> Result<(), Refusal> {
+    let name = target.name();
     let sharded: Vec<Skeleton> =
         nearest.schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect();
     let Some((emitted_body, _)) = body_skeleton(&sharded) else {
-        return Verdict::Impossible {
+        return Err(Refusal {
             span: body_span,
             reason: format!("`{name}` has no schedule for these sharded regions together"),
             help: "use one sharded region, or build for `torch`".into(),
-        };
+        });
     };
-    if let Err(mismatch) = emitted_body.check_microbatches(p, m) {
-        return Verdict::Impossible {
+    if let Err(mismatch) = emitted_body.check_microbatches(nearest.cluster.pp, nearest.batch.microbatches) {
+        return Err(Refusal {
             span: body_span,
             reason: format!("the nearest plan `{name}` can run uses `{emitted_body}`, and {}", mismatch.message),
             help: mismatch.help,
-        };
+        });
     }
-    if let Some(impossible) = target_rules(target, &nearest, emitted_body, body_span) {
-        return impossible;
-    }
-    Verdict::Nearest { changes, plan: Box::new(nearest) }
+    target_rules(target, nearest, emitted_body, body_span)
 }
 
 /// Rules of the stack itself that the language does not impose.
-fn target_rules(target: Target, plan: &Plan, body: Skeleton, span: Span) -> Option<Verdict> {
+fn target_rules(target: Target, plan: &Plan, body: Skeleton, span: Span) -> Result<(), Refusal> {
     let name = target.name();
     if plan.cluster.pp == 1 && body.chunks() > 1 {
-        return Some(Verdict::Impossible {
+        return Err(Refusal {
             span,
             reason: format!("`{name}` runs virtual pipeline stages only with more than one pipeline rank"),
             help: "use `1f1b`, or more pipeline ranks".into(),
         });
     }
-    None
+    Ok(())
 }
 
 /// Layers of the encoder parts before the first decoder part.

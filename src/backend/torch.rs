@@ -4,9 +4,9 @@
 //! miniature `mpipec verify` runs: the plan's model with the same parts, layer counts and
 //! trainability, tiny and in fp32.
 
-use crate::build::Artifact;
 use crate::check::spec::Plan;
 use crate::ir::PlanIr;
+use crate::outputs::Artifact;
 
 pub const RUNTIME: &str = include_str!("torch/mpipe_runtime.py");
 
@@ -25,8 +25,8 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
     // The build writes one of the two encodings of the plan (`--plan-format`); the runtime reads both.
     launch.push_str(&format!(
         "plan=\"$here/../{}\"\n[ -f \"$plan\" ] || plan=\"$here/../{}\"\n",
-        crate::build::READABLE_PLAN,
-        crate::build::COMPACT_PLAN
+        crate::outputs::READABLE_PLAN,
+        crate::outputs::COMPACT_PLAN
     ));
     launch.push_str(&super::shell::torchrun(
         r#""${PYTHON:-python3}" -m torch.distributed.run"#,

@@ -74,15 +74,16 @@ fn rows(global: &Global, scratch: &Path, runs: usize) -> Result<Vec<Row>, String
     for &(p, m) in SIZES {
         let text = plan_text(p, m);
         let check = median(runs, || {
-            mpipe::check("bench.mpipe", "bench.mpipe", text.clone().into_bytes(), &MemoryLoader::new());
+            mpipe::driver::compile("bench.mpipe", "bench.mpipe", text.clone().into_bytes(), &MemoryLoader::new());
         });
         let spec = plan(p, m);
-        let derived = mpipe::build::derive_checked(&spec).expect("the benchmark plans derive");
+        let built = mpipe::driver::build(&spec).expect("the benchmark plans derive");
         let derive = median(runs, || {
-            mpipe::build::derive_checked(&spec).expect("the benchmark plans derive");
+            mpipe::driver::build(&spec).expect("the benchmark plans derive");
         });
+        // The simulator itself: `evaluate` would answer from its first run.
         let simulate = median(runs, || {
-            mpipe::build::simulate(&spec, &derived);
+            mpipe::sim::report::simulate(&built.derived, &built.costs);
         });
         let source = scratch.join(format!("p{p}m{m}.mpipe"));
         std::fs::write(&source, &text).map_err(|e| format!("cannot write `{}`: {e}", source.display()))?;
@@ -93,7 +94,7 @@ fn rows(global: &Global, scratch: &Path, runs: usize) -> Result<Vec<Row>, String
             force: true,
             targets: &targets,
             nearest: false,
-            format: mpipe::build::PlanFormat::Auto,
+            format: mpipe::outputs::PlanFormat::Auto,
         };
         let mut failed = None;
         let whole = median(runs, || {
@@ -108,7 +109,7 @@ fn rows(global: &Global, scratch: &Path, runs: usize) -> Result<Vec<Row>, String
             pp: p,
             microbatches: m,
             chunks: 2,
-            instructions: mpipe::build::instructions(&derived.ir),
+            instructions: mpipe::outputs::instructions(&built.derived.ir),
             check_s: check,
             derive_lower_validate_s: derive,
             simulate_s: simulate,

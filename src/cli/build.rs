@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mpipe::build::{Output, PlanFormat};
+use mpipe::outputs::{Output, PlanFormat};
 
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
@@ -49,9 +49,8 @@ pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
 /// runs and `mpipec bench` times. `Ok` holds the files written.
 pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
     let (checked, plan_spec) = super::check::load_plan(global, plan, reporter)?;
-    let derived = mpipe::build::derive_checked(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
-    let simulation = mpipe::build::simulate(&plan_spec, &derived);
-    reporter.emit(&mpipe::build::diagnostics(&plan_spec, &simulation), &checked.program.sources);
+    let built = mpipe::driver::build(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
+    reporter.emit(&built.diagnostics(), &checked.program.sources);
     let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
@@ -65,10 +64,10 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
     };
     // Every target is emitted (or refused) before anything is written: one that cannot run
     // the plan leaves the output directory as it was.
-    let mut files: Vec<Output> = mpipe::build::outputs(&derived, &simulation, request.format);
+    let mut files: Vec<Output> = mpipe::outputs::outputs(&built, request.format);
     let mut failed = false;
     for target in requests {
-        match mpipe::backend::emit(target, &plan_spec, &derived, simulation.report.step_time_s) {
+        match mpipe::backend::emit(target, &built) {
             Ok(emitted) => {
                 reporter.emit(&emitted.diagnostics, &checked.program.sources);
                 files.extend(emitted.artifacts.into_iter().map(Output::from));
@@ -96,7 +95,7 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
 }
 
 /// A derived plan the validator rejected: a compiler bug, reported with a dump.
-pub fn internal_error(invalid: &mpipe::build::InvalidPlan) -> u8 {
+pub fn internal_error(invalid: &mpipe::driver::InvalidPlan) -> u8 {
     eprintln!(
         "error: internal compiler error: the derived plan failed validation ({} problems)",
         invalid.problems.len()

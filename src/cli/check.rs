@@ -2,42 +2,64 @@
 
 use std::path::{Path, PathBuf};
 
+use mpipe::check::spec::Plan;
+use mpipe::driver::{Compiled, Loaded};
+
 use super::loader::{FsLoader, io_reason};
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
-/// Loads and checks one plan from disk; `Err` is an I/O problem with the plan file itself.
-pub fn load(global: &Global, path: &Path) -> Result<mpipe::Checked, String> {
-    load_with(global, path, &[])
+/// One plan file read from disk and loaded, not yet checked, with the loader that reads its
+/// imports and data files: what a sweep or a search checks under each of its overrides.
+pub struct Source {
+    loaded: Loaded,
+    loader: FsLoader,
 }
 
-/// [`load`] with more overrides after the global `--set`s.
-pub fn load_with(global: &Global, path: &Path, extra: &[(String, String)]) -> Result<mpipe::Checked, String> {
-    let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
-    let (loader, key) = FsLoader::for_plan(path, global.allow_outside)
-        .map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
-    let overrides: Vec<(String, String)> = global.set.iter().chain(extra).cloned().collect();
-    Ok(mpipe::check_with(&key, &path.to_string_lossy(), bytes, &loader, &overrides))
+impl Source {
+    /// Reads and loads `path`; `Err` is an I/O problem with the plan file itself.
+    pub fn read(global: &Global, path: &Path) -> Result<Source, String> {
+        let shown = path.display();
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
+        let (loader, key) = FsLoader::for_plan(path, global.allow_outside)
+            .map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
+        Ok(Source { loaded: mpipe::driver::load(&key, &path.to_string_lossy(), bytes, &loader), loader })
+    }
+
+    /// The plan checked with the global `--set`s and then `extra`.
+    pub fn check(&self, global: &Global, extra: &[(String, String)]) -> Compiled {
+        let overrides: Vec<(String, String)> = global.set.iter().chain(extra).cloned().collect();
+        self.loaded.clone().check(&self.loader, &overrides)
+    }
+}
+
+/// Reads, loads and checks one plan from disk; `Err` is an I/O problem with the plan file itself.
+pub fn load(global: &Global, path: &Path) -> Result<Compiled, String> {
+    let Source { loaded, loader } = Source::read(global, path)?;
+    Ok(loaded.check(&loader, &global.set))
+}
+
+/// [`Source::read`], with an I/O problem reported; `Err` is the exit status.
+pub fn read_source(global: &Global, path: &Path, reporter: &mut Reporter) -> Result<Source, u8> {
+    Source::read(global, path).map_err(|message| {
+        reporter.plain_error(&message);
+        reporter.finish();
+        EXIT_USAGE
+    })
 }
 
 /// Loads the plan, reports its diagnostics, and hands back the checked plan; `Err` is the exit
 /// status when there is none (an I/O problem, errors, or a file of definitions only).
-pub fn load_plan(
-    global: &Global,
-    path: &Path,
-    reporter: &mut Reporter,
-) -> Result<(mpipe::Checked, mpipe::check::spec::Plan), u8> {
-    let checked = match load(global, path) {
-        Ok(c) => c,
-        Err(message) => {
-            reporter.plain_error(&message);
-            reporter.finish();
-            return Err(EXIT_USAGE);
-        }
-    };
+pub fn load_plan(global: &Global, path: &Path, reporter: &mut Reporter) -> Result<(Compiled, Plan), u8> {
+    let Source { loaded, loader } = read_source(global, path, reporter)?;
+    plan_of(loaded.check(&loader, &global.set), path, reporter)
+}
+
+/// Reports the diagnostics of the plan checked from `path` and takes the plan out of it; `Err`
+/// is the exit status when there is none (errors, or a file of definitions only).
+pub fn plan_of(mut checked: Compiled, path: &Path, reporter: &mut Reporter) -> Result<(Compiled, Plan), u8> {
     reporter.emit(&checked.diagnostics, &checked.program.sources);
-    match checked.plan.clone() {
+    match checked.plan.take() {
         Some(plan) => Ok((checked, plan)),
         None => {
             if !checked.has_errors() {

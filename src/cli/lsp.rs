@@ -75,17 +75,17 @@ fn range(file: &SourceFile, span: Span) -> lsp::Range {
 }
 
 impl Server {
-    fn check(&self, path: &str) -> Option<mpipe::Checked> {
+    fn check(&self, path: &str) -> Option<mpipe::driver::Compiled> {
         let text = self.docs.get(path)?;
         let (fs, key) = FsLoader::for_plan(Path::new(path), false).ok()?;
         let mut docs = self.docs.clone();
         docs.insert(key.clone(), text.clone());
         let loader = Overlay { fs, docs: &docs };
-        Some(mpipe::check(&key, path, text.clone().into_bytes(), &loader))
+        Some(mpipe::driver::compile(&key, path, text.clone().into_bytes(), &loader))
     }
 
     /// The file a span lives in, as a path an editor can open (the stdlib is written out).
-    fn file_path(&self, checked: &mpipe::Checked, file: FileId) -> Option<String> {
+    fn file_path(&self, checked: &mpipe::driver::Compiled, file: FileId) -> Option<String> {
         let name = &checked.program.sources.get(file).name;
         if let Some(rest) = name.strip_prefix("<std>/") {
             std::fs::create_dir_all(&self.stdlib_dir).ok()?;
@@ -102,11 +102,11 @@ impl Server {
     fn diagnostics(&self, path: &str) -> Vec<lsp::Diagnostic> {
         let Some(checked) = self.check(path) else { return Vec::new() };
         let root = checked.program.root().file;
-        let all = checked.all_diagnostics();
+        let all = mpipe::all_diagnostics(&checked);
         all.iter().filter(|d| d.position().is_none_or(|s| s.file == root)).map(|d| self.to_lsp(&checked, d)).collect()
     }
 
-    fn to_lsp(&self, checked: &mpipe::Checked, d: &Diagnostic) -> lsp::Diagnostic {
+    fn to_lsp(&self, checked: &mpipe::driver::Compiled, d: &Diagnostic) -> lsp::Diagnostic {
         let sources = &checked.program.sources;
         let primary = d.position();
         let r = primary.map(|s| range(sources.get(s.file), s)).unwrap_or_default();
@@ -157,7 +157,7 @@ impl Server {
     }
 
     /// The checked document and the byte offset of an LSP position in it.
-    fn at(&self, uri: &lsp::Uri, pos: lsp::Position) -> Option<(mpipe::Checked, FileId, usize)> {
+    fn at(&self, uri: &lsp::Uri, pos: lsp::Position) -> Option<(mpipe::driver::Compiled, FileId, usize)> {
         let checked = self.check(&path_of(uri))?;
         let file = checked.program.root().file;
         let offset = checked.program.sources.get(file).offset_of_utf16(pos.line as usize, pos.character as usize);

@@ -9,7 +9,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mpipe::build::{Artifact, Output};
+use mpipe::outputs::{Artifact, Output};
 
 use super::loader::io_reason;
 

@@ -22,29 +22,30 @@ pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Opt
         Ok(loaded) => loaded,
         Err(status) => return status,
     };
-    let derived = match mpipe::build::derive_checked(&spec) {
-        Ok(d) => d,
+    let built = match mpipe::driver::build(&spec) {
+        Ok(b) => b,
         Err(invalid) => return super::build::internal_error(&invalid),
     };
-    let mut simulation = mpipe::build::simulate(&spec, &derived);
-    reporter.emit(&mpipe::build::diagnostics(&spec, &simulation), &checked.program.sources);
+    reporter.emit(&built.diagnostics(), &checked.program.sources);
+    let simulation = built.evaluate();
+    let mut report = simulation.report.clone();
     if compare {
-        simulation.report.compare = mpipe::explore::compare::compare(&spec, simulation.report.step_time_s);
+        report.compare = mpipe::explore::compare::compare(&spec, report.step_time_s);
     }
     reporter.finish();
     let sampled = samples.map(|(n, seed)| {
         let batches = mpipe::explore::samples::draw(&spec, n.max(1), seed);
-        mpipe::explore::samples::static_schedule(&spec, &derived, &batches)
+        mpipe::explore::samples::static_schedule(&spec, &built.derived, &batches)
     });
     if json {
-        let mut value = serde_json::to_value(&simulation.report).expect("the report serialises");
+        let mut value = serde_json::to_value(&report).expect("the report serialises");
         if let Some(s) = &sampled {
             value["samples"] = serde_json::to_value(s).expect("stats serialise");
         }
         println!("{}", serde_json::to_string_pretty(&value).expect("the report serialises"));
     } else {
-        let timeline = mpipe::sim::timeline::ascii(&derived.ir, &simulation.timeline, 96);
-        print!("{}", human(&spec, &derived.ir, &simulation.report, &timeline));
+        let timeline = mpipe::sim::timeline::ascii(&built.derived.ir, &simulation.timeline, 96);
+        print!("{}", human(&spec, &built.derived.ir, &report, &timeline));
         if let Some(s) = &sampled {
             println!(
                 "\nacross {} sampled batches (one static schedule): mean {}  p50 {}  p95 {}  max {}",

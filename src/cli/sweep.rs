@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use mpipe::driver::Compiled;
 use mpipe::explore::sweep::{self, Point};
 
 use super::progress::Progress;
@@ -20,26 +21,23 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
             return EXIT_USAGE;
         }
     };
-    // The plan as written must be valid: a sweep varies a working plan.
-    match super::check::load(global, plan) {
-        Err(message) => {
-            reporter.plain_error(&message);
-            reporter.finish();
-            return EXIT_USAGE;
-        }
-        Ok(c) if c.plan.is_none() => {
-            reporter.emit(&c.diagnostics, &c.program.sources);
-            reporter.finish();
-            return EXIT_INPUT;
-        }
-        Ok(_) => {}
+    // Read and parsed once; the plan as written must be valid: a sweep varies a working plan.
+    let source = match super::check::read_source(global, plan, &mut reporter) {
+        Ok(source) => source,
+        Err(status) => return status,
+    };
+    let written = source.check(global, &[]);
+    if written.plan.is_none() {
+        reporter.emit(&written.diagnostics, &written.program.sources);
+        reporter.finish();
+        return EXIT_INPUT;
     }
     let total = grid.len();
     let mut progress = Progress::new("sweeping");
     let mut points = Vec::with_capacity(total);
     for (i, values) in grid.into_iter().enumerate() {
         progress.update(i, total);
-        points.push(point(global, plan, values, compare));
+        points.push(point(source.check(global, &values), values, compare));
     }
     drop(progress);
     reporter.finish();
@@ -56,11 +54,11 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
             serde_json::to_string_pretty(&serde_json::json!({ "points": points })).expect("points serialise");
         data.push('\n');
         let files = vec![
-            mpipe::build::Artifact {
+            mpipe::outputs::Artifact {
                 path: "sweep.svg".into(),
                 contents: sweep::svg(&points, &format!("{} — {}", plan.display(), varies.join(", "))),
             },
-            mpipe::build::Artifact { path: "sweep.json".into(), contents: data },
+            mpipe::outputs::Artifact { path: "sweep.json".into(), contents: data },
         ];
         if let Err(message) = super::output::write_merged(out, files.into_iter().map(Into::into).collect(), false) {
             let mut r = Reporter::new(global);
@@ -73,23 +71,20 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
     0
 }
 
-fn point(global: &Global, plan: &Path, values: Vec<(String, String)>, compare: bool) -> Point {
+/// One point of the sweep: the plan checked under `values`, built and evaluated.
+fn point(checked: Compiled, values: Vec<(String, String)>, compare: bool) -> Point {
     let value = values.first().map(|(_, v): &(String, String)| v.clone()).unwrap_or_default();
     let fail = |values, error: String| Point { value: value.clone(), values, report: None, error: Some(error) };
-    let checked = match super::check::load_with(global, plan, &values) {
-        Ok(c) => c,
-        Err(e) => return fail(values, e),
-    };
     let Some(spec) = checked.plan else {
         let first =
             checked.diagnostics.iter().find(|d| d.is_error()).map(|d| format!("{}: {}", d.code.as_str(), d.message));
         return fail(values, first.unwrap_or_else(|| "not a plan".into()));
     };
-    let derived = match mpipe::build::derive_checked(&spec) {
-        Ok(d) => d,
+    let built = match mpipe::driver::build(&spec) {
+        Ok(b) => b,
         Err(e) => return fail(values, format!("internal error: {}", e.problems.join("; "))),
     };
-    let mut report = mpipe::build::simulate(&spec, &derived).report;
+    let mut report = built.into_simulated().1.report;
     if compare {
         report.compare = mpipe::explore::compare::compare(&spec, report.step_time_s);
     }

@@ -2,8 +2,13 @@
 
 use std::path::Path;
 
-use mpipe::explore::tune::{self, Objective};
+use mpipe::check::spec::Plan;
+use mpipe::driver::Built;
+use mpipe::explore::samples;
+use mpipe::explore::tune::{self, Objective, Outcome, Scored};
+use mpipe::sim::report::Report;
 
+use super::check::Source;
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
@@ -30,57 +35,94 @@ pub fn parse_bytes(arg: &str) -> Result<f64, String> {
 
 pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     let mut reporter = Reporter::new(global);
-    let (_, spec) = match super::check::load_plan(global, plan, &mut reporter) {
-        Ok(loaded) => loaded,
+    let source = match super::check::read_source(global, plan, &mut reporter) {
+        Ok(source) => source,
         Err(status) => return status,
     };
-    let input = mpipe::build::derive_checked(&spec).map(|d| mpipe::build::simulate(&spec, &d).report);
-    let Ok(input) = input else {
+    let (_, spec) = match super::check::plan_of(source.check(global, &[]), plan, &mut reporter) {
+        Ok(checked) => checked,
+        Err(status) => return status,
+    };
+    let Ok(built) = mpipe::driver::build(&spec) else {
         reporter.plain_error("internal error: the input plan does not derive");
         reporter.finish();
         return super::build::EXIT_INTERNAL;
     };
     if let Some(n) = opts.per_batch {
-        let derived = mpipe::build::derive_checked(&spec).expect("derived above");
-        let batches = mpipe::explore::samples::draw(&spec, n.max(1), opts.seed);
-        let fixed = mpipe::explore::samples::static_schedule(&spec, &derived, &batches);
-        let adapted = mpipe::explore::samples::per_batch(&spec, &batches);
         reporter.finish();
-        println!("{} batches (seed {}):", fixed.samples, opts.seed);
-        println!(
-            "  static schedule      mean {:.3} s  p50 {:.3} s  p95 {:.3} s  max {:.3} s",
-            fixed.mean_s, fixed.p50_s, fixed.p95_s, fixed.max_s
-        );
-        println!(
-            "  per-batch optimum    mean {:.3} s  p50 {:.3} s  p95 {:.3} s  max {:.3} s",
-            adapted.mean_s, adapted.p50_s, adapted.p95_s, adapted.max_s
-        );
-        println!(
-            "  the static schedule costs {:.1} % over re-deriving every batch",
-            100.0 * (fixed.mean_s / adapted.mean_s - 1.0)
-        );
+        print_per_batch(&built, n, opts.seed);
         return 0;
     }
+    let input = &built.evaluate().report;
     let devices = opts.devices.unwrap_or(spec.cluster.devices);
     let limit = opts.memory_limit.unwrap_or(spec.cluster.hardware.hbm_bytes);
-    let candidates = tune::space(&spec, devices);
+    let outcome = search(global, &source, &spec, input, (devices, limit), opts);
+    reporter.finish();
+    print_ranking(&outcome, &spec, input, (devices, limit), opts.top);
+    if outcome.ranked.is_empty() {
+        eprintln!("error: no candidate fits the memory limit");
+        return EXIT_INPUT;
+    }
+    match opts.out {
+        Some(out) => write_best(plan, out, &outcome.ranked[0]),
+        None => 0,
+    }
+}
+
+/// The one static schedule against a schedule derived for each sampled batch.
+fn print_per_batch(built: &Built, n: usize, seed: u64) {
+    let batches = samples::draw(built.plan, n.max(1), seed);
+    let fixed = samples::static_schedule(built.plan, &built.derived, &batches);
+    let adapted = samples::per_batch(built.plan, &batches);
+    println!("{} batches (seed {seed}):", fixed.samples);
+    println!(
+        "  static schedule      mean {:.3} s  p50 {:.3} s  p95 {:.3} s  max {:.3} s",
+        fixed.mean_s, fixed.p50_s, fixed.p95_s, fixed.max_s
+    );
+    println!(
+        "  per-batch optimum    mean {:.3} s  p50 {:.3} s  p95 {:.3} s  max {:.3} s",
+        adapted.mean_s, adapted.p50_s, adapted.p95_s, adapted.max_s
+    );
+    println!(
+        "  the static schedule costs {:.1} % over re-deriving every batch",
+        100.0 * (fixed.mean_s / adapted.mean_s - 1.0)
+    );
+}
+
+/// The search over the plans `devices` allow within `limit` bytes a device, each candidate
+/// checked from the source read once, then built and evaluated once; the input plan (no
+/// overrides) is the one already evaluated.
+fn search(
+    global: &Global,
+    source: &Source,
+    spec: &Plan,
+    input: &Report,
+    (devices, limit): (u64, f64),
+    opts: &Options,
+) -> Outcome {
+    let fits = |r: Report| {
+        let peak = r.ranks.iter().map(|x| x.peak_memory_bytes).fold(0.0, f64::max);
+        (peak <= limit).then_some(r)
+    };
     let mut progress = super::progress::Progress::new("tuning");
-    let outcome = tune::search(
-        candidates,
+    tune::search(
+        tune::space(spec, devices),
         opts.objective,
         opts.seed,
         |o| {
-            let c = super::check::load_with(global, plan, o).ok()?;
-            let p = c.plan?;
-            let d = mpipe::build::derive_checked(&p).ok()?;
-            let r = mpipe::build::simulate(&p, &d).report;
-            let peak = r.ranks.iter().map(|x| x.peak_memory_bytes).fold(0.0, f64::max);
-            (peak <= limit).then_some(r)
+            if o.is_empty() {
+                return fits(input.clone());
+            }
+            let p = source.check(global, o).plan?;
+            fits(mpipe::driver::build(&p).ok()?.into_simulated().1.report)
         },
         |done, total| progress.update(done, total),
-    );
-    drop(progress);
-    reporter.finish();
+    )
+}
+
+/// The summary of the search and its best `top` candidates, against the input plan where it
+/// runs on the same number of devices.
+fn print_ranking(outcome: &Outcome, spec: &Plan, input: &Report, (devices, limit): (u64, f64), top: usize) {
     println!(
         "{} candidates for {devices} devices, {} evaluated ({}), {} valid and within {:.1} GiB",
         outcome.space,
@@ -92,7 +134,7 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     if let Some(gap) = outcome.gap {
         println!("optimality gap: the best is within {:.1} % of the smallest lower bound seen", 100.0 * gap);
     }
-    let reference = tune::reference(&spec, &input, devices);
+    let reference = tune::reference(spec, input, devices);
     match reference {
         Some(_) => println!("input plan: {:.3} s, MFU {:.1} %\n", input.step_time_s, 100.0 * input.mfu),
         None => println!(
@@ -102,63 +144,56 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
             spec.cluster.devices
         ),
     }
-    for (i, s) in outcome.ranked.iter().take(opts.top).enumerate() {
-        if s.overrides.is_empty() {
-            println!(
-                "{:>2}. {:.3} s  MFU {:>4.1} %  1.00x  the input plan as written",
-                i + 1,
-                s.report.step_time_s,
-                100.0 * s.report.mfu
-            );
-            continue;
-        }
-        let get = |k: &str| s.overrides.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str()).unwrap_or("");
-        let speedup =
-            reference.map_or("   -  ".to_string(), |r| format!("{:.2}x", r.step_time_s / s.report.step_time_s));
-        println!(
-            "{:>2}. {:.3} s  MFU {:>4.1} %  {speedup}  pp {} dp {} tp {} mbs {} M {}  cut {}; schedule {};{}",
-            i + 1,
-            s.report.step_time_s,
-            100.0 * s.report.mfu,
-            get("cluster.pp"),
-            get("cluster.dp"),
-            get("cluster.tp"),
-            get("batch.micro_batch_size"),
-            get("batch.microbatches"),
-            get("cut"),
-            get("schedule"),
-            if get("owner").is_empty() { String::new() } else { format!(" owner {};", get("owner")) }
-        );
-        if let Some(r) = reference {
+    for (i, s) in outcome.ranked.iter().take(top).enumerate() {
+        println!("{}", candidate_line(i + 1, s, reference));
+        if let Some(r) = reference.filter(|_| !s.overrides.is_empty()) {
             println!("      why: {}", tune::reasons(&s.report, r));
         }
     }
-    if outcome.ranked.is_empty() {
-        eprintln!("error: no candidate fits the memory limit");
-        return EXIT_INPUT;
+}
+
+/// One ranked candidate: its step, MFU, speedup and the shape its overrides give.
+fn candidate_line(rank: usize, s: &Scored, reference: Option<&Report>) -> String {
+    let (step, mfu) = (s.report.step_time_s, 100.0 * s.report.mfu);
+    if s.overrides.is_empty() {
+        return format!("{rank:>2}. {step:.3} s  MFU {mfu:>4.1} %  1.00x  the input plan as written");
     }
-    if let Some(out) = opts.out {
-        let text = match std::fs::read_to_string(plan) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("error: cannot read `{}`: {e}", plan.display());
+    let get = |k: &str| s.overrides.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str()).unwrap_or("");
+    let speedup = reference.map_or("   -  ".to_string(), |r| format!("{:.2}x", r.step_time_s / step));
+    let owner = if get("owner").is_empty() { String::new() } else { format!(" owner {};", get("owner")) };
+    format!(
+        "{rank:>2}. {step:.3} s  MFU {mfu:>4.1} %  {speedup}  pp {} dp {} tp {} mbs {} M {}  cut {}; schedule {};{owner}",
+        get("cluster.pp"),
+        get("cluster.dp"),
+        get("cluster.tp"),
+        get("batch.micro_batch_size"),
+        get("batch.microbatches"),
+        get("cut"),
+        get("schedule"),
+    )
+}
+
+/// Writes the plan file with the best candidate's overrides applied to its text.
+fn write_best(plan: &Path, out: &Path, best: &Scored) -> u8 {
+    let text = match std::fs::read_to_string(plan) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", plan.display());
+            return EXIT_USAGE;
+        }
+    };
+    match mpipe::edit::apply(&text, &best.overrides) {
+        Ok(tuned) => {
+            if let Err(e) = std::fs::write(out, tuned) {
+                eprintln!("error: cannot write `{}`: {e}", out.display());
                 return EXIT_USAGE;
             }
-        };
-        let best = &outcome.ranked[0];
-        match mpipe::edit::apply(&text, &best.overrides) {
-            Ok(tuned) => {
-                if let Err(e) = std::fs::write(out, tuned) {
-                    eprintln!("error: cannot write `{}`: {e}", out.display());
-                    return EXIT_USAGE;
-                }
-                eprintln!("wrote the best plan to {}", out.display());
-            }
-            Err(e) => {
-                eprintln!("error: internal error: cannot write the tuned plan: {}", e.to_diagnostic().message);
-                return super::build::EXIT_INTERNAL;
-            }
+            eprintln!("wrote the best plan to {}", out.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("error: internal error: cannot write the tuned plan: {}", e.to_diagnostic().message);
+            super::build::EXIT_INTERNAL
         }
     }
-    0
 }

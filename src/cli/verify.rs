@@ -67,8 +67,8 @@ pub fn run(
     let lookahead = mini.schedule.iter().any(|s| matches!(s.skeleton, Skeleton::Transpose { lookahead: true, .. }));
     let steps = if lookahead { steps.max(3) } else { steps };
     let py = python(explicit);
-    let derived = match mpipe::build::derive_checked(&mini) {
-        Ok(d) => d,
+    let derived = match mpipe::driver::build(&mini) {
+        Ok(built) => built.derived,
         Err(invalid) => return super::build::internal_error(&invalid),
     };
     let dir = std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id()));

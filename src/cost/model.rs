@@ -13,18 +13,19 @@ use crate::check::spec::{Link, Plan};
 pub const GRAD_BYTES: f64 = 4.0;
 pub const OPTIMIZER_BYTES: f64 = 12.0;
 
-pub struct CostModel {
+/// Borrows its plan: a build derives and simulates with one model, and nothing copies the plan.
+pub struct CostModel<'p> {
     /// Per global layer: (part index, index within the part).
     layers: Vec<(usize, u64)>,
-    plan: Plan,
+    plan: &'p Plan,
     /// Decoder layers cost the same for every microbatch: computed once.
     fixed: Vec<Option<LayerCost>>,
     /// The end of the frozen prefix (`super::first_trainable`).
     first_trainable: u64,
 }
 
-impl CostModel {
-    pub fn new(plan: &Plan) -> CostModel {
+impl<'p> CostModel<'p> {
+    pub fn new(plan: &'p Plan) -> CostModel<'p> {
         let mut layers = Vec::new();
         for (p, part) in plan.model.parts.iter().enumerate() {
             for i in 0..part.arch.layers() {
@@ -40,11 +41,11 @@ impl CostModel {
                 (!part.arch.is_encoder()).then(|| layers::layer(part, i, b, s, 0.0, plan.cluster.flash_attention))
             })
             .collect();
-        CostModel { layers, plan: plan.clone(), fixed, first_trainable: super::first_trainable(plan) }
+        CostModel { layers, plan, fixed, first_trainable: super::first_trainable(plan) }
     }
 
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    pub fn plan(&self) -> &'p Plan {
+        self.plan
     }
 
     /// The numbers of global layer `layer` for microbatch `mb`.
@@ -207,7 +208,7 @@ impl CostModel {
     }
 }
 
-impl Costs for CostModel {
+impl Costs for CostModel<'_> {
     fn transfer(&self, layers: Range<u64>, mb: u32, from: u32, to: u32) -> f64 {
         self.p2p(self.boundary_bytes(layers, mb), from, to)
     }

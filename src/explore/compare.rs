@@ -7,7 +7,7 @@ use crate::check::spec::{Plan, RegionSchedule};
 use crate::cost::model::CostModel;
 use crate::derive::folded;
 use crate::derive::placement::balanced_split;
-use crate::sim::report::{Compared, simulate};
+use crate::sim::report::Compared;
 
 /// A baseline: its name, what it is and where it comes from, and the plan that expresses it.
 pub struct Baseline {
@@ -18,9 +18,7 @@ pub struct Baseline {
 
 /// Step time of `plan`, derived and simulated with its own cost model.
 pub fn step_time(plan: &Plan) -> Option<f64> {
-    let model = CostModel::new(plan);
-    let derived = crate::build::derive_with(plan, &model).ok()?;
-    Some(simulate(&derived, &model).report.step_time_s)
+    Some(crate::driver::build(plan).ok()?.evaluate().report.step_time_s)
 }
 
 /// The baselines `plan` is compared with: with a transposed encoder, the other places of that

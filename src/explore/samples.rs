@@ -76,7 +76,8 @@ pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> 
     let times = batches
         .iter()
         .map(|tokens| {
-            let model = CostModel::new(&with_tokens(plan, tokens));
+            let batch = with_tokens(plan, tokens);
+            let model = CostModel::new(&batch);
             let costs = SimCosts::new(&model, &derived.ir);
             interpret::run(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
         })
@@ -90,10 +91,7 @@ pub fn per_batch(plan: &Plan, batches: &[Vec<u64>]) -> Stats {
         .iter()
         .map(|tokens| {
             let p = with_tokens(plan, tokens);
-            match crate::build::derive_checked(&p) {
-                Ok(d) => crate::sim::report::simulate(&d, &CostModel::new(&p)).report.step_time_s,
-                Err(_) => f64::INFINITY,
-            }
+            crate::driver::build(&p).map_or(f64::INFINITY, |built| built.evaluate().report.step_time_s)
         })
         .collect();
     stats(times)

@@ -2,10 +2,10 @@
 //! (go to definition), what could be written there (completion). Pure functions over a checked
 //! program; the language server (`mpipec lsp`) carries them over JSON-RPC.
 
-use crate::Checked;
 use crate::algebra::{owner, skeleton};
 use crate::ast::{self, DefKind, Entry, Item, ValueKind};
 use crate::check::schema::{self, Schema};
+use crate::driver::Compiled;
 use crate::resolve::{Program, stdlib};
 use crate::span::{FileId, Span};
 
@@ -112,7 +112,7 @@ fn target_at(program: &Program, file: FileId, offset: usize) -> Option<(Span, Ta
 }
 
 /// Markdown describing what is at `offset` of `file`.
-pub fn hover(checked: &Checked, file: FileId, offset: usize) -> Option<(Span, String)> {
+pub fn hover(checked: &Compiled, file: FileId, offset: usize) -> Option<(Span, String)> {
     let program = &checked.program;
     let (span, target) = target_at(program, file, offset)?;
     let text = match target {
@@ -143,7 +143,7 @@ pub fn hover(checked: &Checked, file: FileId, offset: usize) -> Option<(Span, St
 }
 
 /// A part, as the plan places it: its region's layout, skeleton, stages and owners.
-fn part_hover(checked: &Checked, name: &str) -> Option<String> {
+fn part_hover(checked: &Compiled, name: &str) -> Option<String> {
     let plan = checked.plan.as_ref()?;
     let index = plan.model.parts.iter().position(|p| p.name == name)?;
     let part = &plan.model.parts[index];
@@ -154,7 +154,7 @@ fn part_hover(checked: &Checked, name: &str) -> Option<String> {
         part.arch.layers(),
         if part.frozen { ", frozen" } else { "" }
     );
-    let derived = crate::build::derive_checked(plan).ok()?;
+    let derived = crate::driver::build(plan).ok()?.derived;
     for (i, region) in derived.placement.regions.iter().enumerate() {
         if !plan.cut.regions[i].segments.iter().any(|(p, _)| *p == index) {
             continue;
@@ -176,7 +176,7 @@ fn part_hover(checked: &Checked, name: &str) -> Option<String> {
 }
 
 /// Where the definition of what is at `offset` of `file` is.
-pub fn definition(checked: &Checked, file: FileId, offset: usize) -> Option<Span> {
+pub fn definition(checked: &Compiled, file: FileId, offset: usize) -> Option<Span> {
     let program = &checked.program;
     let (_, target) = target_at(program, file, offset)?;
     match target {
@@ -218,7 +218,7 @@ const KEYWORDS: &[&str] =
     &["use", "hardware", "encoder", "decoder", "model", "cluster", "batch", "cut", "schedule", "owner", "target"];
 
 /// The names worth offering at `offset` of `text`, judged from the text before it.
-pub fn completions(checked: Option<&Checked>, file: FileId, text: &str, offset: usize) -> Vec<Completion> {
+pub fn completions(checked: Option<&Compiled>, file: FileId, text: &str, offset: usize) -> Vec<Completion> {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.rsplit('\n').next().unwrap_or("");

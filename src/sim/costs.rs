@@ -9,14 +9,14 @@ use crate::ir::interpret::Durations;
 use crate::ir::{Group, Instr, Op, PlanIr};
 
 pub struct SimCosts<'a> {
-    pub model: &'a CostModel,
+    pub model: &'a CostModel<'a>,
     stages: Vec<Range<u64>>,
     /// Per rank: the layers it holds, by region, for reductions and the optimizer.
     held: Vec<BTreeMap<String, Vec<Range<u64>>>>,
 }
 
 impl<'a> SimCosts<'a> {
-    pub fn new(model: &'a CostModel, ir: &PlanIr) -> SimCosts<'a> {
+    pub fn new(model: &'a CostModel<'a>, ir: &PlanIr) -> SimCosts<'a> {
         let stages = ir.stages.iter().map(|s| s.layers[0]..s.layers[1]).collect();
         let mut held = vec![BTreeMap::<String, Vec<Range<u64>>>::new(); ir.ranks.len()];
         for s in &ir.stages {

@@ -77,11 +77,11 @@ pub fn ui_fixtures() -> Vec<Fixture> {
 }
 
 /// Checks `bytes` as the file `key` and renders every diagnostic: (human, json lines).
-pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpipe::Checked, String, String) {
+pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpipe::driver::Compiled, String, String) {
     let set = overrides(&bytes);
-    let checked = mpipe::check_with(key, key, bytes, loader, &set);
+    let checked = mpipe::driver::load(key, key, bytes, loader).check(loader, &set);
     let sources = &checked.program.sources;
-    let all = checked.all_diagnostics();
+    let all = mpipe::all_diagnostics(&checked);
     let human: String = all.iter().map(|d| render(d, sources, Style::Human, false)).collect();
     let json: String = all.iter().map(|d| to_json(d, sources) + "\n").collect();
     (checked, human, json)

@@ -11,9 +11,9 @@ use super::layout::{self, BodyLayout};
 use super::shell;
 use super::yaml::{self, Map, list, strings};
 use crate::algebra::{Fill, Skeleton};
-use crate::build::Artifact;
 use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
+use crate::outputs::Artifact;
 pub use order::{Form, Step};
 
 mod order;

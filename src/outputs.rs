@@ -1,59 +1,17 @@
-//! `build`: a checked plan to the files of its output directory. Each file is a writer the
-//! CLI streams into place (atomically); nothing here touches the file system.
+//! The files of a build's output directory, for a built and evaluated plan. Each file is a
+//! writer the CLI streams into place (atomically); nothing here touches the file system.
 
 use std::io::{self, BufWriter, Write};
 
-use crate::check::spec::Plan;
-use crate::cost::Costs;
-use crate::cost::model::CostModel;
-use crate::derive::{self, Derived};
-use crate::diagnostics::Diagnostic;
-use crate::error::Error;
-use crate::ir::{compact, csv, text, validate};
-use crate::sim::{self, report::Simulation, timeline};
+use crate::driver::Built;
+use crate::ir::{compact, csv, text};
+use crate::sim::timeline;
 
 /// One output file: its path relative to the output directory, and its bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Artifact {
     pub path: String,
     pub contents: String,
-}
-
-/// Derivation produced lists the validator rejects: a compiler bug, reported with a dump.
-#[derive(Clone, Debug)]
-pub struct InvalidPlan {
-    pub problems: Vec<String>,
-    pub dump: String,
-}
-
-pub fn derive_checked(plan: &Plan) -> Result<Derived, InvalidPlan> {
-    let costs = CostModel::new(plan);
-    derive_with(plan, &costs)
-}
-
-/// Derives with the given costs and validates.
-pub fn derive_with(plan: &Plan, costs: &dyn Costs) -> Result<Derived, InvalidPlan> {
-    let derived = derive::derive(plan, costs);
-    validate::validate(&derived.ir).map_err(|problems| InvalidPlan { problems, dump: text::render(&derived.ir) })?;
-    Ok(derived)
-}
-
-/// The derived plan simulated with the plan's cost model.
-pub fn simulate(plan: &Plan, derived: &Derived) -> Simulation {
-    sim::report::simulate(derived, &CostModel::new(plan))
-}
-
-/// What the simulation has to say to the user: ranks that exceed their device's memory.
-pub fn diagnostics(plan: &Plan, simulation: &Simulation) -> Vec<Diagnostic> {
-    let hbm = plan.cluster.hardware.hbm_bytes;
-    simulation
-        .report
-        .over_memory
-        .iter()
-        .map(|&(rank, peak)| {
-            Error::OverMemory { rank, peak, hbm, hardware: plan.cluster.hardware.name.clone() }.to_diagnostic()
-        })
-        .collect()
 }
 
 /// Which encoding of the IR a build writes: plan.json (an object per instruction), or
@@ -120,8 +78,9 @@ impl<'a> From<Artifact> for Output<'a> {
 }
 
 /// Every output of a build but the backends'.
-pub fn outputs<'a>(derived: &'a Derived, simulation: &'a Simulation, format: PlanFormat) -> Vec<Output<'a>> {
-    let ir = &derived.ir;
+pub fn outputs<'a>(built: &'a Built, format: PlanFormat) -> Vec<Output<'a>> {
+    let ir = &built.derived.ir;
+    let simulation = built.evaluate();
     let mut report = serde_json::to_string_pretty(&simulation.report).expect("the report serialises");
     report.push('\n');
     let plan = match format.file(ir) {
