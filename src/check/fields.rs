@@ -30,8 +30,9 @@ pub enum Val {
     File(String, String),
 }
 
+/// One field's checked value and where it was written.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checked {
+pub struct FieldValue {
     pub val: Val,
     pub span: Span,
 }
@@ -39,7 +40,7 @@ pub struct Checked {
 /// The fields of one block that checked out, by name.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Fields {
-    pub values: BTreeMap<&'static str, Checked>,
+    pub values: BTreeMap<&'static str, FieldValue>,
     /// False when a required field was missing: builders then give up quietly, the error
     /// having been reported already.
     pub complete: bool,
@@ -168,7 +169,7 @@ impl Ctx<'_> {
                 (Entry::Field(f), ty) => self.value(module, &f.value, ty, spec.name),
             };
             if let Some(val) = checked {
-                fields.values.insert(spec.name, Checked { val, span: entry.span() });
+                fields.values.insert(spec.name, FieldValue { val, span: entry.span() });
             }
         }
         for spec in schema.fields.iter().filter(|f| f.required) {
