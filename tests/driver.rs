@@ -1,0 +1,73 @@
+//! The driver: a source loaded once checks under each set of overrides as if read afresh, a
+//! build is simulated once and shared, and a backend answers from the `Built`.
+
+use mpipe::backend::native::{Verdict, verdict};
+use mpipe::backend::{Request, Target};
+use mpipe::diagnostics::Code;
+use mpipe::resolve::loader::MemoryLoader;
+
+fn example(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn set(key: &str, value: &str) -> Vec<(String, String)> {
+    vec![(key.to_string(), value.to_string())]
+}
+
+#[test]
+fn a_loaded_source_checks_each_variation_as_if_read_afresh() {
+    let loader = MemoryLoader::new();
+    let loaded = mpipe::driver::load("plan.mpipe", "plan.mpipe", example("llm_1f1b.mpipe"), &loader);
+    let written = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("llm_1f1b.mpipe"), &loader).plan.unwrap();
+    let varied = loaded.clone().check(&loader, &set("batch.microbatches", "16")).plan.unwrap();
+    assert_eq!(varied.batch.microbatches, 16);
+    assert_ne!(written.batch.microbatches, 16, "the override must change something to show it does not leak");
+    // The variation before left the loaded source as it was.
+    assert_eq!(loaded.clone().check(&loader, &[]).plan.unwrap(), written);
+    let refused = loaded.check(&loader, &set("batch.microbatches", "0"));
+    assert!(refused.plan.is_none() && refused.has_errors());
+}
+
+#[test]
+fn a_build_is_simulated_once_and_shared() {
+    let loader = MemoryLoader::new();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("llm_1f1b.mpipe"), &loader).plan.unwrap();
+    let built = mpipe::driver::build(&plan).unwrap();
+    let first = built.evaluate();
+    assert!(std::ptr::eq(first, built.evaluate()));
+    let report = first.report.clone();
+    let fresh = mpipe::sim::report::simulate(&built.derived, &built.costs).report;
+    assert_eq!(report, fresh);
+    assert_eq!(built.into_simulated().1.report, report);
+}
+
+#[test]
+fn a_backend_answers_from_the_built_plan() {
+    let text = "use std::hardware::h100_sxm;\n\
+                decoder lm { layers = 8; hidden = 1024; ffn = 4096; heads = 8; vocab = 32000; }\n\
+                model m { llm = lm; }\n\
+                cluster { hardware = h100_sxm; devices = 4; pp = 4; }\n\
+                batch { microbatches = 8; seq_len = 1024; }\n\
+                cut llm;\n\
+                schedule zb1p(2);\n";
+    let loader = MemoryLoader::new();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &loader).plan.unwrap();
+    let built = mpipe::driver::build(&plan).unwrap();
+    let ask = |target, nearest| verdict(Request { target, nearest, span: None }, &built);
+    assert!(matches!(ask(Target::Torch, false), Verdict::AsWritten));
+    match ask(Target::Megatron, false) {
+        Verdict::Impossible(d) => assert_eq!(d.code, Code::E0401),
+        _ => panic!("megatron has no zero-bubble schedule; without nearest the plan is refused"),
+    }
+    match ask(Target::Megatron, true) {
+        Verdict::Nearest { plan: nearest, changes } => {
+            assert_eq!(nearest.schedule[0].skeleton.to_string(), "interleaved(2)");
+            assert!(!changes.is_empty());
+        }
+        _ => panic!("megatron runs the nearest interleaved plan"),
+    }
+    let emitted = mpipe::backend::emit(Request { target: Target::Megatron, nearest: true, span: None }, &built)
+        .unwrap_or_else(|d| panic!("{d:?}"));
+    assert_eq!(emitted.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
+    assert!(!emitted.artifacts.is_empty());
+}
