@@ -3,13 +3,13 @@
 
 use std::io::{self, BufWriter, Write};
 
-use crate::check::spec::Plan;
 use crate::cost::Costs;
 use crate::cost::model::CostModel;
 use crate::derive::{self, Derived};
 use crate::diagnostics::Diagnostic;
 use crate::error::Error;
 use crate::ir::{compact, csv, text, validate};
+use crate::plan::Plan;
 use crate::sim::{self, report::Simulation, timeline};
 
 /// One output file: its path relative to the output directory, and its bytes.

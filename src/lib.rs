@@ -21,14 +21,15 @@ pub mod ide;
 pub mod ir;
 pub mod overrides;
 pub mod parse;
+pub mod plan;
 pub mod resolve;
 pub mod sim;
 pub mod span;
 pub mod suggest;
 pub mod units;
 
-use check::spec::Plan;
 use diagnostics::Diagnostic;
+use plan::Plan;
 use resolve::Program;
 use resolve::loader::Loader;
 

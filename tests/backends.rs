@@ -14,9 +14,9 @@ use std::process::Command;
 use mpipe::backend::layout::{self, BodyLayout};
 use mpipe::backend::{Request, Resolved, Target};
 use mpipe::build::Artifact;
-use mpipe::check::spec::Plan;
 use mpipe::derive::Derived;
 use mpipe::derive::skeletons::rank_of;
+use mpipe::plan::Plan;
 use serde_json::{Value, json};
 
 const TARGETS: [Target; 4] = [Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];

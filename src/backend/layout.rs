@@ -1,10 +1,10 @@
 //! The sharded body as the launch-configuration backends describe it: per body stage, how
 //! many of its layers belong to the encoder and how many to the LLM, and which rank holds it.
 
-use crate::check::spec::{ArchKind, Decoder, Encoder, Part, Plan};
 use crate::derive::Derived;
 use crate::derive::skeletons::rank_of;
 use crate::ir::Mapping;
+use crate::plan::{ArchKind, Decoder, Encoder, Part, Plan};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct BodyLayout {

@@ -7,8 +7,8 @@
 use super::layout::{self, BodyLayout};
 use super::shell::{self, Flag, flag, switch};
 use crate::build::Artifact;
-use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
+use crate::plan::{Plan, Recompute};
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let body = BodyLayout::of(plan, derived);
@@ -163,7 +163,7 @@ pub fn model_flags(plan: &Plan) -> Vec<Flag> {
         flags.push(switch("--group-query-attention"));
         flags.push(flag("--num-query-groups", a.kv_heads));
     }
-    if d.mlp == crate::check::spec::Mlp::SwiGlu {
+    if d.mlp == crate::plan::Mlp::SwiGlu {
         flags.push(switch("--swiglu"));
     }
     if !d.tied_embeddings {

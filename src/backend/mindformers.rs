@@ -9,8 +9,8 @@ use super::shell;
 use super::yaml::{self, Map, list, nested};
 use crate::algebra::Skeleton;
 use crate::build::Artifact;
-use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
+use crate::plan::{Plan, Recompute};
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let body = BodyLayout::of(plan, derived);

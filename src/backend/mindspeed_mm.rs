@@ -10,8 +10,8 @@ use super::layout::{self, BodyLayout};
 use super::megatron;
 use super::shell::{self, flag, switch};
 use crate::build::Artifact;
-use crate::check::spec::{Mlp, Plan};
 use crate::derive::Derived;
+use crate::plan::{Mlp, Plan};
 
 /// What MindSpeed-MM's scripts export before torchrun (CANN logging, task queue, HCCL).
 const ENVIRONMENT: &[(&str, &str)] = &[
@@ -126,8 +126,8 @@ fn model_json(plan: &Plan, body: &BodyLayout) -> Value {
     })
 }
 
-fn recompute(r: crate::check::spec::Recompute) -> Value {
-    use crate::check::spec::Recompute::*;
+fn recompute(r: crate::plan::Recompute) -> Value {
+    use crate::plan::Recompute::*;
     match r {
         None => Value::Null,
         Selective => json!("selective"),

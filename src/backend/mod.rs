@@ -15,10 +15,10 @@ pub mod torch;
 mod yaml;
 
 use crate::build::Artifact;
-use crate::check::spec::{Plan, TARGETS};
 use crate::derive::Derived;
 use crate::diagnostics::Diagnostic;
 use crate::error::Error;
+use crate::plan::{Plan, TARGETS};
 use crate::span::Span;
 use native::Verdict;
 

@@ -9,8 +9,8 @@
 
 use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
-use crate::check::spec::Plan;
 use crate::derive::{Derived, folded};
+use crate::plan::Plan;
 use crate::span::Span;
 
 use super::Target;

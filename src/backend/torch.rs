@@ -5,8 +5,8 @@
 //! trainability, tiny and in fp32.
 
 use crate::build::Artifact;
-use crate::check::spec::Plan;
 use crate::ir::PlanIr;
+use crate::plan::Plan;
 
 pub const RUNTIME: &str = include_str!("torch/mpipe_runtime.py");
 

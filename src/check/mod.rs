@@ -1,4 +1,4 @@
-//! The checker: from a loaded [`Program`] to a checked [`spec::Plan`], or every error found.
+//! The checker: from a loaded [`Program`] to a checked [`Plan`](crate::plan::Plan), or every error found.
 //! Definitions are checked in the module that defines them; the plan's own sections, the
 //! cut, schedule and owner are checked in the root module, then the algebra's rules (`rules`).
 
@@ -6,16 +6,15 @@ pub mod fields;
 mod plan;
 mod rules;
 pub mod schema;
-pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ast::{DefKind, Item};
 use crate::error::Error;
+use crate::plan::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
 use crate::resolve::{DefId, Program};
 use crate::span::Span;
 use fields::Fields;
-use spec::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
 
 /// Events per step (stages × microbatches × compute events each) past which a build is
 /// refused: about three million instructions, the most a build handles in linear time and a

@@ -3,12 +3,12 @@
 use super::Ctx;
 use super::fields::Fields;
 use super::schema;
-use super::spec::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS, TargetSpec};
 use super::{TRANSPOSE_ONLY, TransposeSpans};
 use crate::algebra::skeleton::{self, ParamKind};
 use crate::algebra::{Chunks, Cut, Fill, OwnerSpec, Region, Skeleton};
 use crate::ast::{self, DefKind, Item, ValueKind};
 use crate::error::Error;
+use crate::plan::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS, TargetSpec};
 use std::ops::Range;
 
 use crate::span::Span;

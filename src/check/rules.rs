@@ -3,11 +3,11 @@
 //! it reads checked out, so a mistake in the cut does not hide one in the cluster.
 
 use super::Ctx;
-use super::spec::{Batch, Cluster, Model, RegionSchedule};
 use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Cut, Layout, OwnerSpec};
 use crate::ast;
 use crate::error::Error;
+use crate::plan::{Batch, Cluster, Model, RegionSchedule};
 use crate::span::Span;
 
 /// What checked out of a plan, each checked value with its source.

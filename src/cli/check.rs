@@ -27,7 +27,7 @@ pub fn load_plan(
     global: &Global,
     path: &Path,
     reporter: &mut Reporter,
-) -> Result<(mpipe::Checked, mpipe::check::spec::Plan), u8> {
+) -> Result<(mpipe::Checked, mpipe::plan::Plan), u8> {
     let checked = match load(global, path) {
         Ok(c) => c,
         Err(message) => {

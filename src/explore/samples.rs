@@ -5,10 +5,10 @@
 
 use serde::Serialize;
 
-use crate::check::spec::Plan;
 use crate::cost::model::CostModel;
 use crate::derive::Derived;
 use crate::ir::interpret;
+use crate::plan::Plan;
 use crate::sim::costs::SimCosts;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -12,8 +12,8 @@ use super::shell;
 use super::yaml::{self, Map, list, strings};
 use crate::algebra::{Fill, Skeleton};
 use crate::build::Artifact;
-use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
+use crate::plan::{Plan, Recompute};
 pub use order::{Form, Step};
 
 mod order;
