@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mpipe::backend::layout::{self, BodyLayout};
+use mpipe::backend::layout::{self, BodyStages};
 use mpipe::backend::{Request, Resolved, Target};
 use mpipe::build::Artifact;
 use mpipe::derive::Derived;
@@ -121,7 +121,7 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &a.contents).unwrap();
         }
-        let body = BodyLayout::of(&plan, &derived);
+        let body = BodyStages::of(&plan, &derived);
         let at = |file: &str| root.join(target.name()).join(file).to_string_lossy().into_owned();
         let mut ranks = Vec::new();
         for (b, &n) in body.decoder.iter().enumerate() {

@@ -14,7 +14,7 @@ use crate::plan::Plan;
 use crate::span::Span;
 
 use super::Target;
-use super::layout::BodyLayout;
+use super::layout::BodyStages;
 
 /// One thing the nearest native plan does differently, at the schedule entry it replaces.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,7 +148,7 @@ pub fn verdict(target: Target, plan: &Plan, derived: &Derived) -> Verdict {
         }
     };
     let encoder_layers = leading_encoder_layers(plan);
-    let layout = BodyLayout::of(plan, derived);
+    let layout = BodyStages::of(plan, derived);
     let mut nearest = plan.clone();
     let fold = match placement.encoder {
         Some(enc) if target == Target::HyperParallel => {

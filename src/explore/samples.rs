@@ -9,7 +9,7 @@ use crate::cost::model::CostModel;
 use crate::derive::Derived;
 use crate::ir::interpret;
 use crate::plan::Plan;
-use crate::sim::costs::SimCosts;
+use crate::sim::costs::ModelDurations;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stats {
@@ -77,7 +77,7 @@ pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> 
         .iter()
         .map(|tokens| {
             let model = CostModel::new(&with_tokens(plan, tokens));
-            let costs = SimCosts::new(&model, &derived.ir);
+            let costs = ModelDurations::new(&model, &derived.ir);
             interpret::run(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
         })
         .collect();
