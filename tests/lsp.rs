@@ -1,5 +1,7 @@
 //! `mpipec lsp` over stdio, driven as an editor would: initialize, open a file with two errors,
 //! fix one, hover, go to definition (into the standard library), complete, format, shut down.
+//! Then when the build's diagnostics come: after a pause in typing, on save, and never for a
+//! text that a later change replaced.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -77,13 +79,57 @@ impl Client {
     }
 
     fn diagnostics(&mut self) -> Vec<Value> {
+        self.published().1
+    }
+
+    /// The next diagnostics published: the document version they are for, and the list.
+    fn published(&mut self) -> (i64, Vec<Value>) {
         loop {
             let m = self.incoming.recv_timeout(Duration::from_secs(30)).expect("diagnostics are published");
             if m["method"] == "textDocument/publishDiagnostics" {
-                return m["params"]["diagnostics"].as_array().unwrap().clone();
+                let version = m["params"]["version"].as_i64().expect("diagnostics name their version");
+                return (version, m["params"]["diagnostics"].as_array().unwrap().clone());
             }
         }
     }
+
+    fn change(&mut self, uri: &str, version: i64, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+        );
+    }
+
+    fn stop(mut self) {
+        assert!(self.request("shutdown", json!(null)).is_null());
+        self.notify("exit", json!(null));
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn codes(diagnostics: &[Value]) -> Vec<&str> {
+    diagnostics.iter().map(|d| d["code"].as_str().unwrap()).collect()
+}
+
+/// A server with `text` open as `<name>/plan.mpipe` in a fresh folder, started with these
+/// `initializationOptions`, and that file's URI.
+fn open(name: &str, options: Value, text: &str) -> (Client, String, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mpipec-lsp-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.mpipe");
+    std::fs::write(&path, text).unwrap();
+    let uri = format!("file://{}", path.display());
+    let mut c = Client::start(&dir.join("cache"));
+    let _ = c.request(
+        "initialize",
+        json!({"processId": null, "rootUri": null, "capabilities": {}, "initializationOptions": options}),
+    );
+    c.notify("initialized", json!({}));
+    c.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "mpipe", "version": 1, "text": text}}),
+    );
+    (c, uri, dir)
 }
 
 const PLAN: &str = "use std::hardware::h100_sxm;
@@ -198,10 +244,85 @@ fn an_editor_session() {
     );
     assert_eq!(edits[0]["newText"].as_str().unwrap(), mpipe::fmt::format(&messy).unwrap());
 
-    let shutdown = c.request("shutdown", json!(null));
-    assert!(shutdown.is_null());
-    c.notify("exit", json!(null));
-    let status = c.child.wait().unwrap();
-    assert!(status.success());
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A plan that checks but whose ranks need more memory than the device has: W0003 comes
+/// from the simulation, so only a build reports it.
+const OVER_MEMORY: &str = "use std::hardware::h100_sxm;
+use std::models::llama3_70b;
+
+model lm {
+    llm = llama3_70b;
+}
+
+cluster {
+    hardware = h100_sxm;
+    devices = 2;
+    pp = 2;
+}
+
+batch {
+    microbatches = 8;
+    seq_len = 4096;
+}
+
+cut llm;
+schedule 1f1b;
+";
+
+/// What a build of [`OVER_MEMORY`] reports: each of its two ranks over memory.
+const BUILT: [&str; 2] = ["W0003", "W0003"];
+
+#[test]
+fn a_change_gets_its_check_at_once_and_its_build_after_a_pause() {
+    let (mut c, uri, dir) = open("pause", json!(null), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]), "opening checks first");
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (1, BUILT.to_vec()), "then builds the file as opened");
+
+    c.change(&uri, 2, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 16"));
+    assert_eq!(c.published(), (2, vec![]), "a change gets the check alone");
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (2, BUILT.to_vec()), "and the build once typing pauses");
+
+    c.change(&uri, 3, &OVER_MEMORY.replace("1f1b", "1fb1"));
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (3, vec!["E0306"]));
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_save_builds_without_waiting_for_the_pause() {
+    let (mut c, uri, dir) = open("save", json!({"diagnosticsDelayMs": 600_000}), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]));
+    assert_eq!(codes(&c.published().1), BUILT);
+
+    c.change(&uri, 2, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 16"));
+    assert_eq!(c.published(), (2, vec![]));
+    let early = c.incoming.recv_timeout(Duration::from_millis(500));
+    assert!(early.is_err(), "nothing is built while the pause lasts: {early:?}");
+    c.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}}));
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (2, BUILT.to_vec()), "the ten-minute pause cannot have passed");
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_change_during_the_pause_cancels_the_build_of_the_text_it_replaces() {
+    let (mut c, uri, dir) = open("cancel", json!({"diagnosticsDelayMs": 1000}), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]));
+    assert_eq!(codes(&c.published().1), BUILT);
+
+    c.change(&uri, 2, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 16"));
+    c.change(&uri, 3, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 32"));
+    assert_eq!(c.published(), (2, vec![]));
+    assert_eq!(c.published(), (3, vec![]));
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (3, BUILT.to_vec()), "version 2 was replaced before its pause ended");
+    c.stop();
     std::fs::remove_dir_all(&dir).unwrap();
 }
