@@ -7,7 +7,7 @@ use crate::cost::Costs;
 use crate::cost::model::CostModel;
 use crate::derive::{self, Derived};
 use crate::diagnostics::Diagnostic;
-use crate::error::Error;
+use crate::error::Warning;
 use crate::ir::{compact, csv, text, validate};
 use crate::plan::Plan;
 use crate::sim::{self, report::Simulation, timeline};
@@ -51,7 +51,7 @@ pub fn diagnostics(plan: &Plan, simulation: &Simulation) -> Vec<Diagnostic> {
         .over_memory
         .iter()
         .map(|&(rank, peak)| {
-            Error::OverMemory { rank, peak, hbm, hardware: plan.cluster.hardware.name.clone() }.to_diagnostic()
+            Warning::OverMemory { rank, peak, hbm, hardware: plan.cluster.hardware.name.clone() }.to_diagnostic()
         })
         .collect()
 }

@@ -17,7 +17,7 @@ mod yaml;
 use crate::build::Artifact;
 use crate::derive::Derived;
 use crate::diagnostics::Diagnostic;
-use crate::error::Error;
+use crate::error::BackendError;
 use crate::plan::{Plan, TARGETS};
 use crate::span::Span;
 use native::Verdict;
@@ -120,23 +120,26 @@ pub fn resolve(
     match native::verdict(request.target, plan, derived) {
         Verdict::Native => Ok(Resolved::AsWritten),
         Verdict::Impossible { span, reason, help } => {
-            Err(vec![Error::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()])
+            Err(vec![BackendError::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()])
         }
         Verdict::Nearest { changes, plan: nearest } => {
             let span = changes[0].span;
             let changes: Vec<String> = changes.into_iter().map(|c| c.what).collect();
             if !request.nearest {
-                return Err(vec![Error::NotNative { span, target: request.span, name, changes }.to_diagnostic()]);
+                return Err(vec![
+                    BackendError::NotNative { span, target: request.span, name, changes }.to_diagnostic(),
+                ]);
             }
             let nearest_derived = crate::build::derive_checked(&nearest).map_err(|invalid| {
                 let reason =
                     format!("internal error: its nearest plan fails validation: {}", invalid.problems.join("; "));
                 let help = format!("this is a bug in mpipec {VERSION}; build for `torch` meanwhile");
-                vec![Error::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()]
+                vec![BackendError::TargetCannotRun { span, target: request.span, name, reason, help }.to_diagnostic()]
             })?;
             let after = crate::build::simulate(&nearest, &nearest_derived).report.step_time_s;
             let step = (written_step, after);
-            let warning = Error::NearestEmitted { span, target: request.span, name, changes, step }.to_diagnostic();
+            let warning =
+                BackendError::NearestEmitted { span, target: request.span, name, changes, step }.to_diagnostic();
             Ok(Resolved::Nearest { plan: nearest, derived: Box::new(nearest_derived), warning })
         }
     }

@@ -7,7 +7,7 @@ use super::{TRANSPOSE_ONLY, TransposeSpans};
 use crate::algebra::skeleton::{self, ParamKind};
 use crate::algebra::{Chunks, Cut, Fill, OwnerSpec, Region, Skeleton};
 use crate::ast::{self, DefKind, Item, ValueKind};
-use crate::error::Error;
+use crate::error::{ClusterError, CutError, Error, FieldError, ScheduleError};
 use crate::plan::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS, TargetSpec};
 use std::ops::Range;
 
@@ -43,7 +43,7 @@ fn keep<'a, T>(
     section: &'static str,
 ) {
     match slot {
-        Some(prev) => ctx.error(Error::DuplicateSection { span, section, first: first(prev) }),
+        Some(prev) => ctx.error(Error::Field(FieldError::DuplicateSection { span, section, first: first(prev) })),
         None => *slot = Some(item),
     }
 }
@@ -82,7 +82,7 @@ impl Ctx<'_> {
         let file_start = Span::new(root.file, 0, 0);
         let missing = |ctx: &mut Ctx, present: bool, section: &'static str, example: &'static str| {
             if !present {
-                ctx.error(Error::MissingSection { span: file_start, section, example });
+                ctx.error(Error::Field(FieldError::MissingSection { span: file_start, section, example }));
             }
         };
         missing(self, s.model.is_some(), "model", "model name { part = architecture; }");
@@ -127,21 +127,21 @@ impl Ctx<'_> {
         let mut complete = true;
         for entry in &def.body.entries {
             let ast::Entry::Field(field) = entry else {
-                self.error(Error::WrongType {
+                self.error(Error::Field(FieldError::WrongType {
                     span: entry.span(),
                     expected: "a part `name = architecture;`".into(),
                     found: "a block".into(),
                     defined_at: None,
-                });
+                }));
                 complete = false;
                 continue;
             };
             if let Some(first) = parts.iter().find(|p| p.name == field.key.name) {
-                self.error(Error::DuplicateField {
+                self.error(Error::Field(FieldError::DuplicateField {
                     span: field.key.span,
                     field: field.key.name.clone(),
                     first: first.span,
-                });
+                }));
                 complete = false;
                 continue;
             }
@@ -150,12 +150,12 @@ impl Ctx<'_> {
                 ValueKind::Instance { base, body } => (base, Some(body)),
                 _ => {
                     let found = super::fields::describe(&field.value);
-                    self.error(Error::WrongType {
+                    self.error(Error::Field(FieldError::WrongType {
                         span: field.value.span,
                         expected: "an architecture name".into(),
                         found,
                         defined_at: None,
-                    });
+                    }));
                     complete = false;
                     continue;
                 }
@@ -182,12 +182,12 @@ impl Ctx<'_> {
                     } else {
                         let names = schema::PART.fields.iter().chain(arch_schema.fields).map(|f| f.name);
                         let suggestion = did_you_mean(key, names);
-                        self.error(Error::UnknownField {
+                        self.error(Error::Field(FieldError::UnknownField {
                             span: entry.key().span,
                             field: key.clone(),
                             context: "a model part".into(),
                             suggestion,
-                        });
+                        }));
                         complete = false;
                     }
                 }
@@ -223,7 +223,7 @@ impl Ctx<'_> {
             });
         }
         if def.body.entries.is_empty() {
-            self.error(Error::EmptyModel { span: def.name.span, name: def.name.name.clone() });
+            self.error(Error::Field(FieldError::EmptyModel { span: def.name.span, name: def.name.name.clone() }));
             return None;
         }
         complete.then(|| Model { name: def.name.name.clone(), parts })
@@ -258,11 +258,11 @@ impl Ctx<'_> {
             (Some((name, text)), Some(span)) => match parse_histogram(text) {
                 Ok(h) => h,
                 Err(line) => {
-                    self.error(Error::OutOfRange {
+                    self.error(Error::Field(FieldError::OutOfRange {
                         span,
                         what: format!("line {line} of `{name}`"),
                         requirement: "`tokens,weight` with a whole number of tokens and a weight above 0".into(),
-                    });
+                    }));
                     return None;
                 }
             },
@@ -294,7 +294,7 @@ impl Ctx<'_> {
                 let Some(index) = model.parts.iter().position(|p| p.name == seg.part.name) else {
                     let suggestion = did_you_mean(&seg.part.name, model.parts.iter().map(|p| p.name.as_str()));
                     let (span, name, model) = (seg.part.span, seg.part.name.clone(), def.name.span);
-                    self.error(Error::UnknownPart { span, name, model, suggestion });
+                    self.error(Error::Cut(CutError::UnknownPart { span, name, model, suggestion }));
                     ok = false;
                     continue;
                 };
@@ -307,7 +307,12 @@ impl Ctx<'_> {
                         } else {
                             format!("ends at {}, past the last layer", r.end)
                         };
-                        self.error(Error::BadLayerRange { span: r.span, part: seg.part.name.clone(), layers, detail });
+                        self.error(Error::Cut(CutError::BadLayerRange {
+                            span: r.span,
+                            part: seg.part.name.clone(),
+                            layers,
+                            detail,
+                        }));
                         ok = false;
                         continue;
                     }
@@ -333,7 +338,7 @@ impl Ctx<'_> {
                 } else {
                     "overlaps the layers before it".to_string()
                 };
-                self.error(Error::CutOutOfOrder { span: *b_span, previous: *a_span, detail });
+                self.error(Error::Cut(CutError::CutOutOfOrder { span: *b_span, previous: *a_span, detail }));
                 return None;
             }
         }
@@ -341,7 +346,7 @@ impl Ctx<'_> {
         for Piece { global, span, .. } in &flat {
             if global.start > next {
                 let missing = describe_layers(model, &offsets, next..global.start);
-                self.error(Error::CutIncomplete { span: *span, missing, fix: None });
+                self.error(Error::Cut(CutError::CutIncomplete { span: *span, missing, fix: None }));
                 ok = false;
             }
             next = global.end;
@@ -350,7 +355,7 @@ impl Ctx<'_> {
             let missing = describe_layers(model, &offsets, next..total);
             let fix = full_cut(self, stmt, model, &offsets, next).map(|text| (stmt.span, text));
             let span = stmt.regions.last().map(|r| r.span).unwrap_or(stmt.span);
-            self.error(Error::CutIncomplete { span, missing, fix });
+            self.error(Error::Cut(CutError::CutIncomplete { span, missing, fix }));
             ok = false;
         }
         let regions = stmt
@@ -382,11 +387,20 @@ impl Ctx<'_> {
         let name = &expr.name.name;
         let Some(def) = skeleton::lookup(name) else {
             let suggestion = did_you_mean(name, skeleton::NAMES.iter().copied());
-            self.error(Error::UnknownSkeleton { span: expr.name.span, name: name.clone(), suggestion });
+            self.error(Error::Schedule(ScheduleError::UnknownSkeleton {
+                span: expr.name.span,
+                name: name.clone(),
+                suggestion,
+            }));
             return None;
         };
         let bad = |ctx: &mut Ctx, span: Span, message: String, help: String| {
-            ctx.error(Error::BadSkeletonArgument { span, skeleton: def.name.into(), message, help });
+            ctx.error(Error::Schedule(ScheduleError::BadSkeletonArgument {
+                span,
+                skeleton: def.name.into(),
+                message,
+                help,
+            }));
         };
         let mut values: Vec<Option<(&ast::Value, Span)>> = vec![None; def.params.len()];
         let mut ok = true;
@@ -395,11 +409,11 @@ impl Ctx<'_> {
                 Some(n) => match def.params.iter().position(|p| p.name == n.name) {
                     Some(i) => i,
                     None if TRANSPOSE_ONLY.contains(&n.name.as_str()) => {
-                        self.error(Error::TransposeOnlyArgument {
+                        self.error(Error::Schedule(ScheduleError::TransposeOnlyArgument {
                             span: arg.span,
                             name: n.name.clone(),
                             skeleton: def.name.into(),
-                        });
+                        }));
                         ok = false;
                         continue;
                     }
@@ -502,7 +516,7 @@ impl Ctx<'_> {
                         chunks = (Chunks::Fixed(q.value.min(f64::from(u32::MAX)) as u32), Some(span))
                     }
                     _ => {
-                        self.error(Error::ChunksOutOfRange { span, layers: None });
+                        self.error(Error::Schedule(ScheduleError::ChunksOutOfRange { span, layers: None }));
                         ok = false;
                     }
                 },
@@ -511,7 +525,7 @@ impl Ctx<'_> {
                         lookahead = (q.value == 1.0, Some(span))
                     }
                     _ => {
-                        self.error(Error::LookaheadOutOfRange { span });
+                        self.error(Error::Schedule(ScheduleError::LookaheadOutOfRange { span }));
                         ok = false;
                     }
                 },
@@ -577,13 +591,13 @@ impl Ctx<'_> {
                 other => {
                     let choices = crate::algebra::owner::STRATEGIES;
                     let suggestion = did_you_mean(other, choices.iter().copied());
-                    self.error(Error::InvalidChoice {
+                    self.error(Error::Field(FieldError::InvalidChoice {
                         span: n.span,
                         what: "owner map".into(),
                         found: other.into(),
                         choices: choices.to_vec(),
                         suggestion,
-                    });
+                    }));
                     None
                 }
             },
@@ -593,12 +607,12 @@ impl Ctx<'_> {
                     match &item.kind {
                         ValueKind::Number(q) => ranks.push(self.count(item.span, q, 0)?),
                         _ => {
-                            self.error(Error::WrongType {
+                            self.error(Error::Field(FieldError::WrongType {
                                 span: item.span,
                                 expected: "a rank number".into(),
                                 found: super::fields::describe(item),
                                 defined_at: None,
-                            });
+                            }));
                             return None;
                         }
                     }
@@ -615,25 +629,25 @@ impl Ctx<'_> {
             let name = &t.name.name;
             if !TARGETS.contains(&name.as_str()) {
                 let suggestion = did_you_mean(name, TARGETS.iter().copied());
-                self.error(Error::UnknownTarget {
+                self.error(Error::Cluster(ClusterError::UnknownTarget {
                     span: t.name.span,
                     name: name.clone(),
                     suggestion,
                     targets: &TARGETS,
-                });
+                }));
                 continue;
             }
             let nearest = match &t.option {
                 None => false,
                 Some(o) if o.name == "nearest" => true,
                 Some(o) => {
-                    self.error(Error::InvalidChoice {
+                    self.error(Error::Field(FieldError::InvalidChoice {
                         span: o.span,
                         what: "target option".into(),
                         found: o.name.clone(),
                         choices: vec!["nearest"],
                         suggestion: did_you_mean(&o.name, ["nearest"]),
-                    });
+                    }));
                     continue;
                 }
             };
