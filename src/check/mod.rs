@@ -2,9 +2,11 @@
 //! Definitions are checked in the module that defines them; the plan's own sections, the
 //! cut, schedule and owner are checked in the root module, then the algebra's rules (`rules`).
 
+mod cut;
 pub mod fields;
 mod plan;
 mod rules;
+mod schedule;
 pub mod schema;
 
 use std::collections::{BTreeMap, BTreeSet};
