@@ -3,132 +3,35 @@
 //! Then when the build's diagnostics come: after a pause in typing, on save, and never for a
 //! text that a later change replaced.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+#[path = "support/lsp_client.rs"]
+mod lsp_client;
+
 use std::time::Duration;
 
+use lsp_client::Client;
 use serde_json::{Value, json};
-
-struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    incoming: Receiver<Value>,
-    next_id: i64,
-}
-
-impl Client {
-    fn start(cache: &std::path::Path) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mpipec"))
-            .arg("lsp")
-            .env("XDG_CACHE_HOME", cache)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, incoming) = channel();
-        std::thread::spawn(move || {
-            loop {
-                let mut length = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if stdout.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some(n) = line.strip_prefix("Content-Length: ") {
-                        length = n.parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; length];
-                stdout.read_exact(&mut body).unwrap();
-                if tx.send(serde_json::from_slice(&body).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        Client { child, stdin, incoming, next_id: 1 }
-    }
-
-    fn send(&mut self, message: Value) {
-        let body = message.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Sends a request and waits for its response, passing over notifications.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let m = self.incoming.recv_timeout(Duration::from_secs(30)).expect("the server answers");
-            if m["id"] == id {
-                return m["result"].clone();
-            }
-        }
-    }
-
-    fn diagnostics(&mut self) -> Vec<Value> {
-        self.published().1
-    }
-
-    /// The next diagnostics published: the document version they are for, and the list.
-    fn published(&mut self) -> (i64, Vec<Value>) {
-        loop {
-            let m = self.incoming.recv_timeout(Duration::from_secs(30)).expect("diagnostics are published");
-            if m["method"] == "textDocument/publishDiagnostics" {
-                let version = m["params"]["version"].as_i64().expect("diagnostics name their version");
-                return (version, m["params"]["diagnostics"].as_array().unwrap().clone());
-            }
-        }
-    }
-
-    fn change(&mut self, uri: &str, version: i64, text: &str) {
-        self.notify(
-            "textDocument/didChange",
-            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
-        );
-    }
-
-    fn stop(mut self) {
-        assert!(self.request("shutdown", json!(null)).is_null());
-        self.notify("exit", json!(null));
-        assert!(self.child.wait().unwrap().success());
-    }
-}
 
 fn codes(diagnostics: &[Value]) -> Vec<&str> {
     diagnostics.iter().map(|d| d["code"].as_str().unwrap()).collect()
 }
 
-/// A server with `text` open as `<name>/plan.mpipe` in a fresh folder, started with these
-/// `initializationOptions`, and that file's URI.
-fn open(name: &str, options: Value, text: &str) -> (Client, String, std::path::PathBuf) {
+/// A fresh folder holding `text` as `plan.mpipe`, and that file's URI.
+fn folder(name: &str, text: &str) -> (std::path::PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("mpipec-lsp-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("plan.mpipe");
     std::fs::write(&path, text).unwrap();
     let uri = format!("file://{}", path.display());
+    (dir, uri)
+}
+
+/// A server with `text` open as `<name>/plan.mpipe` in a fresh folder, started with these
+/// `initializationOptions`, and that file's URI.
+fn open(name: &str, options: Value, text: &str) -> (Client, String, std::path::PathBuf) {
+    let (dir, uri) = folder(name, text);
     let mut c = Client::start(&dir.join("cache"));
-    let _ = c.request(
-        "initialize",
-        json!({"processId": null, "rootUri": null, "capabilities": {}, "initializationOptions": options}),
-    );
-    c.notify("initialized", json!({}));
-    c.notify(
-        "textDocument/didOpen",
-        json!({"textDocument": {"uri": uri, "languageId": "mpipe", "version": 1, "text": text}}),
-    );
+    c.initialize(options);
+    c.open(&uri, text);
     (c, uri, dir)
 }
 
@@ -156,23 +59,14 @@ schedule 1fb1;
 
 #[test]
 fn an_editor_session() {
-    let dir = std::env::temp_dir().join(format!("mpipec-lsp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("plan.mpipe");
-    std::fs::write(&path, PLAN).unwrap();
-    let uri = format!("file://{}", path.display());
+    let (dir, uri) = folder("session", PLAN);
     let mut c = Client::start(&dir.join("cache"));
-
-    let init = c.request("initialize", json!({"processId": null, "rootUri": null, "capabilities": {}}));
-    assert_eq!(init["capabilities"]["hoverProvider"], true);
-    assert_eq!(init["capabilities"]["positionEncoding"], "utf-16");
-    c.notify("initialized", json!({}));
-
-    c.notify(
-        "textDocument/didOpen",
-        json!({"textDocument": {"uri": uri, "languageId": "mpipe", "version": 1, "text": PLAN}}),
-    );
-    let diags = c.diagnostics();
+    let capabilities = c.initialize(json!(null));
+    assert_eq!(capabilities["hoverProvider"], true);
+    assert_eq!(capabilities["positionEncoding"], "utf-16");
+    assert_eq!(capabilities["textDocumentSync"]["save"], true, "saving is what runs the build at once");
+    c.open(&uri, PLAN);
+    let diags = c.published().1;
     let codes: Vec<&str> = diags.iter().map(|d| d["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["E0205", "E0306"], "{diags:#?}");
     // `8GB` sits after a comment holding a two-unit emoji: UTF-16 column 24, not its byte 27.
@@ -186,7 +80,7 @@ fn an_editor_session() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": fixed}]}),
     );
-    let diags = c.diagnostics();
+    let diags = c.published().1;
     assert_eq!(diags.len(), 1);
     assert_eq!(diags[0]["code"], "E0205");
 
@@ -215,7 +109,7 @@ fn an_editor_session() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": with_schedule}]}),
     );
-    let _ = c.diagnostics();
+    let _ = c.published().1;
     let items = c.request(
         "textDocument/completion",
         json!({"textDocument": {"uri": uri}, "position": {"line": 19, "character": 9}}),
@@ -237,7 +131,7 @@ fn an_editor_session() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": messy}]}),
     );
-    let _ = c.diagnostics();
+    let _ = c.published().1;
     let edits = c.request(
         "textDocument/formatting",
         json!({"textDocument": {"uri": uri}, "options": {"tabSize": 4, "insertSpaces": true}}),
