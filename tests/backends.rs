@@ -195,6 +195,121 @@ fn tempfile_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Flags of Megatron-LM's parser: `megatron/training/arguments.py` (many generated from the
+/// TransformerConfig and TrainingConfig fields) and `examples/multimodal/multimodal_args.py`, at
+/// NVIDIA/Megatron-LM d98e8a64. megatron-core's package has no `megatron/training`, so the
+/// list is kept here.
+const MEGATRON_FLAGS: &[&str] = &[
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--context-parallel-size",
+    "--expert-model-parallel-size",
+    "--sequence-parallel",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--bf16",
+    "--fp16",
+    "--use-distributed-optimizer",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--num-layers",
+    "--hidden-size",
+    "--ffn-hidden-size",
+    "--num-attention-heads",
+    "--kv-channels",
+    "--group-query-attention",
+    "--num-query-groups",
+    "--swiglu",
+    "--untie-embeddings-and-output-weights",
+    "--num-experts",
+    "--moe-router-topk",
+    "--moe-ffn-hidden-size",
+    "--moe-shared-expert-intermediate-size",
+    "--moe-layer-freq",
+    "--multi-latent-attention",
+    "--q-lora-rank",
+    "--kv-lora-rank",
+    "--qk-head-dim",
+    "--qk-pos-emb-head-dim",
+    "--v-head-dim",
+    "--seq-length",
+    "--decoder-seq-length",
+    "--max-position-embeddings",
+    // examples/multimodal/multimodal_args.py
+    "--language-model-type",
+    "--tokenizer-prompt-format",
+    "--vision-model-type",
+    "--img-h",
+    "--img-w",
+    "--patch-dim",
+    "--freeze-ViT",
+    "--freeze-LM",
+    "--recompute-vision",
+];
+
+/// The environment the Megatron-LM launch scripts are run with, for their checks.
+const MEGATRON_ENV: [(&str, &str); 4] = [
+    ("LANGUAGE_MODEL_TYPE", "qwen2.5_7B"),
+    ("TOKENIZER_PROMPT_FORMAT", "qwen2p5"),
+    ("VISION_MODEL_TYPE", "clip"),
+    ("MEGATRON_LM", "/opt/Megatron-LM"),
+];
+
+/// Megatron-LM's rules on the flags that megatron-core cannot check (they live in
+/// `megatron/training/arguments.py`, which its package lacks): every flag is the parser's,
+/// none is one "Remove Encoder PP" (b600e38d7b, core_v0.14.0) took away, and `validate_args`
+/// holds: WORLD_SIZE divisible by tp·pp·cp, at most one VPP flag, no layout with the first/last
+/// flags, `--max-position-embeddings` covering both sequence lengths.
+fn check_megatron(case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let (argv, env) = launched(case["launch"].as_str().unwrap(), &MEGATRON_ENV, "TORCHRUN");
+    let (options, script, f) = torchrun(&argv);
+    let world = case["world"].as_u64().unwrap();
+    let option = |k: &str| options.get(k).map(String::as_str);
+    assert_eq!(option("--nnodes"), Some("1"), "{name}");
+    assert_eq!(option("--nproc-per-node"), Some(world.to_string().as_str()), "{name}");
+    assert_eq!((option("--node-rank"), option("--master-addr")), (Some("0"), Some("127.0.0.1")), "{name}");
+    let entry = if case["vlm"] == true { "examples/multimodal/train.py" } else { "pretrain_gpt.py" };
+    assert_eq!(script, format!("/opt/Megatron-LM/{entry}"), "{name}");
+    assert_eq!(env.get("CUDA_DEVICE_MAX_CONNECTIONS").map(String::as_str), Some("1"), "{name}");
+    let unknown: Vec<&String> = f.keys().filter(|k| !MEGATRON_FLAGS.contains(&k.as_str())).collect();
+    assert!(unknown.is_empty(), "{name}: flags Megatron-LM does not have: {unknown:?}");
+    let (tp, pp) = (number(&f, "--tensor-model-parallel-size"), number(&f, "--pipeline-model-parallel-size"));
+    let cp = f.get("--context-parallel-size").map_or(1, |_| number(&f, "--context-parallel-size"));
+    assert_eq!(world % (tp * pp * cp), 0, "{name}");
+    let dp = world / (tp * pp * cp);
+    assert_eq!(json!([tp, pp, dp]), json!([case["tp"], case["pp"], case["dp"]]), "{name}");
+    let vpp_flags = ["--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"];
+    let layout = f.contains_key("--pipeline-model-parallel-layout");
+    assert!(vpp_flags.iter().filter(|v| f.contains_key(**v)).count() + usize::from(layout) <= 1, "{name}");
+    let first_last =
+        f.contains_key("--decoder-first-pipeline-num-layers") || f.contains_key("--decoder-last-pipeline-num-layers");
+    assert!(!(first_last && layout), "{name}: a layout and the first/last flags");
+    let positions = number(&f, "--max-position-embeddings");
+    assert!(positions >= number(&f, "--seq-length"), "{name}");
+    assert!(f.get("--decoder-seq-length").is_none_or(|_| positions >= number(&f, "--decoder-seq-length")), "{name}");
+    if case["vlm"] == true {
+        assert_eq!(json!(f.contains_key("--freeze-ViT")), case["frozen_encoder"], "{name}");
+        assert_eq!(json!(f.contains_key("--freeze-LM")), case["frozen_decoder"], "{name}");
+        assert!(f.contains_key("--language-model-type") && f.contains_key("--tokenizer-prompt-format"), "{name}");
+    }
+}
+
+#[test]
+fn megatron_lm_accepts_the_flags() {
+    let dir = tempfile_dir("megatron-flags");
+    for case in write_all(&dir, Target::Megatron) {
+        check_megatron(&case);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn megatron_core_reads_the_split_the_plan_has() {
     run_check(&python("torch-env"), "megatron_check.py", Target::Megatron);
