@@ -3,9 +3,12 @@
 //! snapshotted, and checked by each stack's own code where it runs on a CPU (megatron-core's
 //! TransformerConfig and layout parser; MindFormers' config, validators and LayerSetting with
 //! MindSpore's auto-parallel context and msrun). Where the stack's code cannot run here, its
-//! documented rules are checked: in Rust for MindSpeed-MM (`check_mindspeed_mm`), in
-//! tests/backends/hyperparallel_check.py for HyperParallel. The Python environments come from
-//! scripts/torch-env and scripts/mindformers-env, created outside the repository on first use.
+//! documented rules are checked: in Rust for MindSpeed-MM (`check_mindspeed_mm`) and
+//! HyperParallel's orders (`check_hyperparallel_order`), in tests/backends/hyperparallel_check.py
+//! for HyperParallel's YAML (PyYAML reads it). Megatron-LM's parser and validate_args, which
+//! megatron-core lacks, are re-checked in Rust too (`check_megatron`). The Python environments
+//! come from scripts/torch-env and scripts/mindformers-env, created outside the repository on
+//! first use.
 
 mod common;
 
@@ -461,6 +464,215 @@ fn mindspeed_mm_rules_hold() {
     let cases = write_all(&dir, Target::MindSpeedMm);
     for case in &cases {
         check_mindspeed_mm(case);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// HyperParallel's step types: MetaStepType (core/pipeline_parallel/utils.py) and MpipeStepType
+/// (mpipe/step_types.py, with the owner-backward steps of the ttachon/hyper-parallel version).
+const HYPERPARALLEL_STEPS: &[&str] = &[
+    "DATA_LOAD",
+    "DATA_SEND",
+    "DATA_RECV",
+    "FWD",
+    "BWD",
+    "FWD_SEND",
+    "FWD_RECV",
+    "BWD_SEND",
+    "BWD_RECV",
+    "MPIPE_PARAM_BROADCAST",
+    "MPIPE_TRANSPOSE_FWD",
+    "MPIPE_FWD_SEND",
+    "MPIPE_FWD_RECV",
+    "MPIPE_GRAD_SEND",
+    "MPIPE_GRAD_RECV_WITH_BACKWARD",
+    "MPIPE_GRAD_REDUCE",
+];
+
+/// One step of exec_order.json: its type, microbatch and stage (-1 for the encoder's prefix).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Step {
+    kind: String,
+    mb: Option<i64>,
+    stage: Option<i64>,
+}
+
+impl Step {
+    fn of(value: &Value) -> Step {
+        let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["micro_index", "stage_index", "type"], "{value}");
+        Step {
+            kind: value["type"].as_str().unwrap().into(),
+            mb: value["micro_index"].as_i64(),
+            stage: value["stage_index"].as_i64(),
+        }
+    }
+
+    fn new(kind: &str, mb: Option<i64>, stage: i64) -> Step {
+        Step { kind: kind.into(), mb, stage: Some(stage) }
+    }
+
+    /// The peer rank and the step it must post at the same place of its queue, for a transfer.
+    fn counterpart(&self, pp: i64, nt: i64) -> Option<(i64, Step)> {
+        let (kind, mb, stage) = (self.kind.as_str(), self.mb, self.stage.unwrap_or(0));
+        let owner = || mb.unwrap() % nt;
+        if self.stage == Some(-1) {
+            return match kind {
+                "DATA_SEND" | "MPIPE_FWD_SEND" => Some((0, Step::new(&kind.replace("SEND", "RECV"), mb, -1))),
+                "DATA_RECV" | "MPIPE_FWD_RECV" => Some((owner(), Step::new(&kind.replace("RECV", "SEND"), mb, -1))),
+                _ => None,
+            };
+        }
+        let (peer, wants, at) = match kind {
+            "MPIPE_GRAD_SEND" => return Some((owner(), Step::new("MPIPE_GRAD_RECV_WITH_BACKWARD", mb, 0))),
+            "MPIPE_GRAD_RECV_WITH_BACKWARD" => return Some((0, Step::new("MPIPE_GRAD_SEND", mb, 0))),
+            "DATA_SEND" => (stage + 1, "DATA_RECV", stage + 1),
+            "FWD_SEND" => (stage + 1, "FWD_RECV", stage + 1),
+            "BWD_RECV" => (stage + 1, "BWD_SEND", stage + 1),
+            "DATA_RECV" => (stage - 1, "DATA_SEND", stage - 1),
+            "FWD_RECV" => (stage - 1, "FWD_SEND", stage - 1),
+            "BWD_SEND" => (stage - 1, "BWD_RECV", stage - 1),
+            _ => return None,
+        };
+        Some((peer.rem_euclid(pp), Step::new(wants, mb, at)))
+    }
+}
+
+/// The rules of HyperParallel's ScheduleMPipeTranspose (overflow "full", owner-backward for a
+/// trainable tower) over ScheduleInterleaved1F1B, from docs/mpipe_transpose.md, mpipe/schedule.py
+/// and tests/ut/core/pipeline_parallel/test_mpipe_transpose.py and
+/// test_interleaved_less_memory.py (mindspore-ai/hyper-parallel 427916e), checked on an emitted
+/// exec_order.json. HyperParallel is not on PyPI, so none of its code runs here.
+fn check_hyperparallel_order(case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let order: Value =
+        serde_json::from_str(&std::fs::read_to_string(case["exec_order"].as_str().unwrap()).unwrap()).unwrap();
+    let int = |k: &str| case[k].as_i64().unwrap();
+    let (pp, m, vpp) = (int("pp"), int("microbatches"), int("vpp"));
+    let nt = pp.min(m);
+    assert_eq!(order["format"], "hyperparallel-exec-order", "{name}");
+    let ranks: BTreeMap<i64, Vec<Step>> = order["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rank"].as_i64().unwrap(), r["steps"].as_array().unwrap().iter().map(Step::of).collect()))
+        .collect();
+    assert_eq!(ranks.len() as i64, pp, "{name}");
+    for step in ranks.values().flatten() {
+        assert!(HYPERPARALLEL_STEPS.contains(&step.kind.as_str()), "{name}: HyperParallel has no step {}", step.kind);
+    }
+    transfers_meet(name, &ranks, pp, nt);
+    computes_once(name, &ranks, pp, m, vpp);
+    for (&rank, steps) in &ranks {
+        // With a 1f1b body (one chunk) HyperParallel runs the interleaved schedule with
+        // pp_less_memory, which hyperparallel_check.py pins in the config.
+        warmup(name, rank, steps, pp, m, vpp, vpp == 1);
+        prefix_and_grads(name, rank, steps, m, nt, case["trainable_encoder"] == true);
+    }
+}
+
+/// parse_and_validate, and the queue order HCCL needs: between two ranks the n-th transfer
+/// posted by one meets the n-th posted by the other.
+fn transfers_meet(name: &str, ranks: &BTreeMap<i64, Vec<Step>>, pp: i64, nt: i64) {
+    let mut queues: BTreeMap<(i64, i64), Vec<(&Step, Step)>> = BTreeMap::new();
+    for (&rank, steps) in ranks {
+        for step in steps {
+            if let Some((peer, wants)) = step.counterpart(pp, nt) {
+                queues.entry((rank, peer)).or_default().push((step, wants));
+            }
+        }
+    }
+    for ((a, b), mine) in &queues {
+        let wanted: Vec<&Step> = mine.iter().map(|(_, w)| w).collect();
+        let theirs: Vec<&Step> = queues.get(&(*b, *a)).map(|q| q.iter().map(|(p, _)| *p).collect()).unwrap_or_default();
+        assert_eq!(wanted, theirs, "{name}: transfers {a}->{b} do not meet in order");
+    }
+}
+
+/// Every body stage's forward and backward of every microbatch, once each, on its own rank.
+fn computes_once(name: &str, ranks: &BTreeMap<i64, Vec<Step>>, pp: i64, m: i64, vpp: i64) {
+    let mut computed = BTreeMap::<(String, i64, i64), usize>::new();
+    for (&rank, steps) in ranks {
+        for s in steps.iter().filter(|s| s.kind == "FWD" || s.kind == "BWD") {
+            let (stage, mb) = (s.stage.unwrap(), s.mb.unwrap());
+            assert_eq!(stage % pp, rank, "{name}: {s:?} on rank {rank}");
+            *computed.entry((s.kind.clone(), stage, mb)).or_default() += 1;
+        }
+    }
+    let mut everything = BTreeMap::new();
+    for kind in ["FWD", "BWD"] {
+        for stage in 0..pp * vpp {
+            for mb in 0..m {
+                everything.insert((kind.to_string(), stage, mb), 1);
+            }
+        }
+    }
+    assert_eq!(computed, everything, "{name}");
+}
+
+/// Forwards before the first backward: (V-1)·R + 2(P-1-i), or (V-1)·R + (P-1-i) with
+/// pp_less_memory, capped at V·M; R is the first round's microbatches.
+fn warmup(name: &str, rank: i64, steps: &[Step], pp: i64, m: i64, vpp: i64, less_memory: bool) {
+    let rounds = (m / pp).max(1);
+    let first_round = if m < pp { m } else { pp + (m % pp) / rounds + i64::from((m % pp) % rounds != 0) };
+    let compute: Vec<&str> = steps.iter().map(|s| s.kind.as_str()).filter(|k| *k == "FWD" || *k == "BWD").collect();
+    let depth = pp - 1 - rank;
+    let warmup = ((vpp - 1) * first_round + if less_memory { depth } else { 2 * depth }).min(vpp * m);
+    let expected = if warmup < vpp * m { warmup + 1 } else { warmup };
+    assert_eq!(compute.iter().position(|k| *k == "BWD").unwrap() as i64, expected, "{name}: rank {rank}");
+}
+
+/// The encoder's prefix (stage -1) comes first: the rank encodes the microbatches it owns
+/// (overflow "full": m on rank m % NT), ships data then features to rank 0 in microbatch order,
+/// broadcasts the tower's weights first when it trains; and a trained tower's gradients go
+/// back (GRAD_SEND from rank 0, GRAD_RECV_WITH_BACKWARD on the owners, GRAD_REDUCE last).
+fn prefix_and_grads(name: &str, rank: i64, steps: &[Step], m: i64, nt: i64, trainable: bool) {
+    let prefix: Vec<&Step> = steps.iter().filter(|s| s.stage == Some(-1)).collect();
+    assert!(steps.iter().zip(&prefix).all(|(a, b)| a == *b), "{name}: rank {rank}'s prefix is not first");
+    let owned: Vec<i64> = (0..m).filter(|mb| mb % nt == rank).collect();
+    let encoded: Vec<i64> = prefix.iter().filter(|s| s.kind == "MPIPE_TRANSPOSE_FWD").filter_map(|s| s.mb).collect();
+    assert_eq!(encoded, owned, "{name}: rank {rank}");
+    let broadcast: Vec<&&Step> = prefix.iter().filter(|s| s.kind == "MPIPE_PARAM_BROADCAST").collect();
+    let first: Vec<&&Step> = if trainable { prefix.iter().take(1).collect() } else { Vec::new() };
+    assert_eq!(broadcast, first, "{name}: rank {rank} broadcast");
+    let shipped: Vec<i64> = if rank == 0 { (0..m).filter(|mb| mb % nt != 0).collect() } else { owned.clone() };
+    let way = if rank == 0 { "RECV" } else { "SEND" };
+    let transfers: Vec<(&str, Option<i64>)> =
+        prefix.iter().filter(|s| s.kind.ends_with(way)).map(|s| (s.kind.as_str(), s.mb)).collect();
+    let (data, features) = (format!("DATA_{way}"), format!("MPIPE_FWD_{way}"));
+    let expected: Vec<(&str, Option<i64>)> = shipped
+        .iter()
+        .map(|&mb| (data.as_str(), Some(mb)))
+        .chain(shipped.iter().map(|&mb| (features.as_str(), Some(mb))))
+        .collect();
+    assert_eq!(transfers, expected, "{name}: rank {rank} ships data then features, each in microbatch order");
+    let tail: Vec<(&str, Option<i64>)> =
+        steps.iter().filter(|s| s.kind.starts_with("MPIPE_GRAD")).map(|s| (s.kind.as_str(), s.mb)).collect();
+    if !trainable {
+        assert!(tail.is_empty(), "{name}: a frozen tower has no backward");
+        return;
+    }
+    let mut grads: Vec<(&str, Option<i64>)> = if rank == 0 {
+        shipped.iter().map(|&mb| ("MPIPE_GRAD_SEND", Some(mb))).collect()
+    } else {
+        owned.iter().map(|&mb| ("MPIPE_GRAD_RECV_WITH_BACKWARD", Some(mb))).collect()
+    };
+    grads.push(("MPIPE_GRAD_REDUCE", None));
+    assert_eq!(tail, grads, "{name}: rank {rank}");
+    let last: Vec<(&str, Option<i64>)> =
+        steps[steps.len() - tail.len()..].iter().map(|s| (s.kind.as_str(), s.mb)).collect();
+    assert_eq!(last, tail, "{name}: rank {rank}'s gradient steps are not last");
+}
+
+#[test]
+fn hyperparallel_orders_follow_mpipe_transpose() {
+    let dir = tempfile_dir("hyperparallel-order");
+    let cases = write_all(&dir, Target::HyperParallel);
+    let orders: Vec<&Value> = cases.iter().filter(|c| Path::new(c["exec_order"].as_str().unwrap()).exists()).collect();
+    assert!(orders.len() >= 3, "the plans give {} exec_order.json files", orders.len());
+    for case in orders {
+        check_hyperparallel_order(case);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
