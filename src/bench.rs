@@ -17,7 +17,7 @@ pub fn plan_text(pp: u32, microbatches: u32) -> String {
     )
 }
 
-pub fn plan(pp: u32, microbatches: u32) -> crate::check::spec::Plan {
+pub fn plan(pp: u32, microbatches: u32) -> crate::plan::Plan {
     let text = plan_text(pp, microbatches);
     crate::driver::compile(
         "bench.mpipe",

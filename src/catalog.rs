@@ -1,7 +1,7 @@
 //! The standard library as tables, for `mpipec std`: what each definition amounts to once
 //! checked, so a reader can pick hardware and models without opening `stdlib/*.mpipe`.
 
-use crate::check::spec::{Arch, ArchKind, Hardware, Part, Recompute};
+use crate::plan::{Arch, ArchKind, Hardware, Part, Recompute};
 use crate::resolve::loader::MemoryLoader;
 use crate::resolve::stdlib::MODULES;
 

@@ -5,12 +5,12 @@
 
 use std::sync::OnceLock;
 
-use crate::check::spec::Plan;
 use crate::cost::model::CostModel;
 use crate::derive::{self, Derived};
 use crate::diagnostics::{self, Diagnostic};
-use crate::error::Error;
+use crate::error::{Error, Warning};
 use crate::ir::{text, validate};
+use crate::plan::Plan;
 use crate::resolve::loader::Loader;
 use crate::resolve::{self, Program};
 use crate::sim::report::{self, Simulation};
@@ -111,8 +111,13 @@ impl Built<'_> {
             .over_memory
             .iter()
             .map(|&(rank, peak)| {
-                Error::OverMemory { rank, peak, hbm: hardware.hbm_bytes, hardware: hardware.name.clone() }
-                    .to_diagnostic()
+                Error::Warning(Warning::OverMemory {
+                    rank,
+                    peak,
+                    hbm: hardware.hbm_bytes,
+                    hardware: hardware.name.clone(),
+                })
+                .to_diagnostic()
             })
             .collect()
     }

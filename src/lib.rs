@@ -23,6 +23,7 @@ pub mod ir;
 pub mod outputs;
 pub mod overrides;
 pub mod parse;
+pub mod plan;
 pub mod resolve;
 pub mod sim;
 pub mod span;

@@ -8,7 +8,7 @@
 //! without the keyword: `schedule="interleaved(2)"`).
 
 use crate::ast::{self, DefKind, Entry, Item, ValueKind};
-use crate::error::Error;
+use crate::error::{Error, ImportError};
 use crate::parse;
 use crate::resolve::Program;
 use crate::span::Span;
@@ -18,7 +18,7 @@ pub const KEYS: &[&str] =
 
 /// `key` is not one `--set` knows, or names nothing in the plan.
 pub fn bad_key(span: Span, key: &str) -> Error {
-    Error::BadOverride { span, key: key.to_string(), keys: KEYS }
+    Error::Import(ImportError::BadOverride { span, key: key.to_string(), keys: KEYS })
 }
 
 /// Splits `KEY=VALUE` at the first `=`.

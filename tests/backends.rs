@@ -2,22 +2,27 @@
 //! is emitted for every target (with `nearest` where the target needs it): the files are
 //! snapshotted, and checked by each stack's own code where it runs on a CPU (megatron-core's
 //! TransformerConfig and layout parser; MindFormers' config, validators and LayerSetting with
-//! MindSpore's auto-parallel context and msrun) and by re-checks of the documented rules where it
-//! does not (MindSpeed-MM, HyperParallel). The Python environments come from scripts/torch-env
-//! and scripts/mindformers-env, created outside the repository on first use.
+//! MindSpore's auto-parallel context and msrun). Where the stack's code cannot run here, its
+//! documented rules are checked: in Rust for MindSpeed-MM (`check_mindspeed_mm`) and
+//! HyperParallel's orders (`check_hyperparallel_order`), in tests/backends/hyperparallel_check.py
+//! for HyperParallel's YAML (PyYAML reads it). Megatron-LM's parser and validate_args, which
+//! megatron-core lacks, are re-checked in Rust too (`check_megatron`). The Python environments
+//! come from scripts/torch-env and scripts/mindformers-env, created outside the repository on
+//! first use.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mpipe::backend::layout::{self, BodyLayout};
+use mpipe::backend::layout::{self, BodyStages};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
-use mpipe::check::spec::Plan;
 use mpipe::derive::Derived;
 use mpipe::derive::skeletons::rank_of;
 use mpipe::outputs::Artifact;
+use mpipe::plan::Plan;
 use serde_json::{Value, json};
 
 const TARGETS: [Target; 4] = [Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];
@@ -121,7 +126,7 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &a.contents).unwrap();
         }
-        let body = BodyLayout::of(&plan, &derived);
+        let body = BodyStages::of(&plan, &derived);
         let at = |file: &str| root.join(target.name()).join(file).to_string_lossy().into_owned();
         let mut ranks = Vec::new();
         for (b, &n) in body.decoder.iter().enumerate() {
@@ -193,6 +198,121 @@ fn tempfile_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Flags of Megatron-LM's parser: `megatron/training/arguments.py` (many generated from the
+/// TransformerConfig and TrainingConfig fields) and `examples/multimodal/multimodal_args.py`, at
+/// NVIDIA/Megatron-LM d98e8a64. megatron-core's package has no `megatron/training`, so the
+/// list is kept here.
+const MEGATRON_FLAGS: &[&str] = &[
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--context-parallel-size",
+    "--expert-model-parallel-size",
+    "--sequence-parallel",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--bf16",
+    "--fp16",
+    "--use-distributed-optimizer",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--num-layers",
+    "--hidden-size",
+    "--ffn-hidden-size",
+    "--num-attention-heads",
+    "--kv-channels",
+    "--group-query-attention",
+    "--num-query-groups",
+    "--swiglu",
+    "--untie-embeddings-and-output-weights",
+    "--num-experts",
+    "--moe-router-topk",
+    "--moe-ffn-hidden-size",
+    "--moe-shared-expert-intermediate-size",
+    "--moe-layer-freq",
+    "--multi-latent-attention",
+    "--q-lora-rank",
+    "--kv-lora-rank",
+    "--qk-head-dim",
+    "--qk-pos-emb-head-dim",
+    "--v-head-dim",
+    "--seq-length",
+    "--decoder-seq-length",
+    "--max-position-embeddings",
+    // examples/multimodal/multimodal_args.py
+    "--language-model-type",
+    "--tokenizer-prompt-format",
+    "--vision-model-type",
+    "--img-h",
+    "--img-w",
+    "--patch-dim",
+    "--freeze-ViT",
+    "--freeze-LM",
+    "--recompute-vision",
+];
+
+/// The environment the Megatron-LM launch scripts are run with, for their checks.
+const MEGATRON_ENV: [(&str, &str); 4] = [
+    ("LANGUAGE_MODEL_TYPE", "qwen2.5_7B"),
+    ("TOKENIZER_PROMPT_FORMAT", "qwen2p5"),
+    ("VISION_MODEL_TYPE", "clip"),
+    ("MEGATRON_LM", "/opt/Megatron-LM"),
+];
+
+/// Megatron-LM's rules on the flags that megatron-core cannot check (they live in
+/// `megatron/training/arguments.py`, which its package lacks): every flag is the parser's,
+/// none is one "Remove Encoder PP" (b600e38d7b, core_v0.14.0) took away, and `validate_args`
+/// holds: WORLD_SIZE divisible by tp·pp·cp, at most one VPP flag, no layout with the first/last
+/// flags, `--max-position-embeddings` covering both sequence lengths.
+fn check_megatron(case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let (argv, env) = launched(case["launch"].as_str().unwrap(), &MEGATRON_ENV, "TORCHRUN");
+    let (options, script, f) = torchrun(&argv);
+    let world = case["world"].as_u64().unwrap();
+    let option = |k: &str| options.get(k).map(String::as_str);
+    assert_eq!(option("--nnodes"), Some("1"), "{name}");
+    assert_eq!(option("--nproc-per-node"), Some(world.to_string().as_str()), "{name}");
+    assert_eq!((option("--node-rank"), option("--master-addr")), (Some("0"), Some("127.0.0.1")), "{name}");
+    let entry = if case["vlm"] == true { "examples/multimodal/train.py" } else { "pretrain_gpt.py" };
+    assert_eq!(script, format!("/opt/Megatron-LM/{entry}"), "{name}");
+    assert_eq!(env.get("CUDA_DEVICE_MAX_CONNECTIONS").map(String::as_str), Some("1"), "{name}");
+    let unknown: Vec<&String> = f.keys().filter(|k| !MEGATRON_FLAGS.contains(&k.as_str())).collect();
+    assert!(unknown.is_empty(), "{name}: flags Megatron-LM does not have: {unknown:?}");
+    let (tp, pp) = (number(&f, "--tensor-model-parallel-size"), number(&f, "--pipeline-model-parallel-size"));
+    let cp = f.get("--context-parallel-size").map_or(1, |_| number(&f, "--context-parallel-size"));
+    assert_eq!(world % (tp * pp * cp), 0, "{name}");
+    let dp = world / (tp * pp * cp);
+    assert_eq!(json!([tp, pp, dp]), json!([case["tp"], case["pp"], case["dp"]]), "{name}");
+    let vpp_flags = ["--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"];
+    let layout = f.contains_key("--pipeline-model-parallel-layout");
+    assert!(vpp_flags.iter().filter(|v| f.contains_key(**v)).count() + usize::from(layout) <= 1, "{name}");
+    let first_last =
+        f.contains_key("--decoder-first-pipeline-num-layers") || f.contains_key("--decoder-last-pipeline-num-layers");
+    assert!(!(first_last && layout), "{name}: a layout and the first/last flags");
+    let positions = number(&f, "--max-position-embeddings");
+    assert!(positions >= number(&f, "--seq-length"), "{name}");
+    assert!(f.get("--decoder-seq-length").is_none_or(|_| positions >= number(&f, "--decoder-seq-length")), "{name}");
+    if case["vlm"] == true {
+        assert_eq!(json!(f.contains_key("--freeze-ViT")), case["frozen_encoder"], "{name}");
+        assert_eq!(json!(f.contains_key("--freeze-LM")), case["frozen_decoder"], "{name}");
+        assert!(f.contains_key("--language-model-type") && f.contains_key("--tokenizer-prompt-format"), "{name}");
+    }
+}
+
+#[test]
+fn megatron_lm_accepts_the_flags() {
+    let dir = tempfile_dir("megatron-flags");
+    for case in write_all(&dir, Target::Megatron) {
+        check_megatron(&case);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn megatron_core_reads_the_split_the_plan_has() {
     run_check(&python("torch-env"), "megatron_check.py", Target::Megatron);
@@ -203,9 +323,358 @@ fn mindformers_and_mindspore_accept_the_configs() {
     run_check(&python("mindformers-env"), "mindformers_check.py", Target::MindFormers);
 }
 
+/// What the launcher gets from an emitted launch.sh run as written with `env` added: its
+/// command line and environment, recorded by a shim standing in for `$launcher`.
+fn launched(script: &str, env: &[(&str, &str)], launcher: &str) -> (Vec<String>, BTreeMap<String, String>) {
+    let dir = tempfile_dir(&format!("launch-{launcher}"));
+    let (shim, record) = (dir.join("launcher"), dir.join("record"));
+    std::fs::write(
+        &shim,
+        "#!/usr/bin/env bash\nprintf '%s\\0' \"$@\" > \"$MPIPEC_RECORD.argv\"\nenv -0 > \"$MPIPEC_RECORD.env\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("bash")
+        .arg(script)
+        .current_dir(&dir)
+        .env_remove("NNODES")
+        .env_remove("NODE_RANK")
+        .env_remove("NPROC_PER_NODE")
+        .envs(env.iter().copied())
+        .env(launcher, &shim)
+        .env("MPIPEC_RECORD", &record)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    let read = |ext: &str| std::fs::read_to_string(record.with_extension(ext)).unwrap();
+    let argv: Vec<String> = read("argv").split_terminator('\0').map(String::from).collect();
+    let env_text = read("env");
+    let env = env_text.split_terminator('\0').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into()));
+    let env = env.collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    (argv, env)
+}
+
+/// torchrun's own options, the script it starts, and that script's `--flag [value]`s (a switch
+/// has no value).
+type Flags = BTreeMap<String, Option<String>>;
+
+fn torchrun(argv: &[String]) -> (BTreeMap<String, String>, String, Flags) {
+    let mut options = BTreeMap::new();
+    let mut i = 0;
+    while argv[i].starts_with("--") {
+        options.insert(argv[i].clone(), argv[i + 1].clone());
+        i += 2;
+    }
+    let mut flags = Flags::new();
+    let mut rest = argv[i + 1..].iter().peekable();
+    while let Some(name) = rest.next() {
+        assert!(name.starts_with("--"), "expected a flag, got {name:?} in {argv:?}");
+        let value = rest.next_if(|v| !v.starts_with("--")).cloned();
+        flags.insert(name.clone(), value);
+    }
+    (options, argv[i].clone(), flags)
+}
+
+fn number(flags: &Flags, name: &str) -> u64 {
+    flags[name].as_deref().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} is no number: {flags:?}"))
+}
+
+/// A module's `pipeline_num_layers` in stage order, after the rules of MindSpeed-MM's
+/// `models/vlm_model.py` (pp entries, or with VPP `[vpp][pp]`) and of its checkpoint
+/// converters' `check_pp_config` (the list sums to the module's `num_layers`).
+fn stage_order(name: &str, module: &Value, pp: u64, vpp: u64) -> Vec<u64> {
+    let layers = &module["pipeline_num_layers"];
+    let rows: Vec<&Value> = if vpp > 1 { layers.as_array().unwrap().iter().collect() } else { vec![layers] };
+    assert_eq!(rows.len() as u64, vpp, "{name}: {layers}");
+    let order: Vec<u64> = rows
+        .iter()
+        .flat_map(|row| {
+            let row = row.as_array().unwrap_or_else(|| panic!("{name}: {layers} is not a list per stage"));
+            assert_eq!(row.len() as u64, pp, "{name}: {layers}");
+            row.iter().map(|n| n.as_u64().unwrap_or_else(|| panic!("{name}: {n} is no layer count")))
+        })
+        .collect();
+    assert_eq!(order.iter().sum::<u64>(), module["num_layers"].as_u64().unwrap(), "{name}: {layers}");
+    order
+}
+
+/// MindSpeed-MM cannot run here (torch_npu needs CANN, and it is not on PyPI), so its rules,
+/// each cited, are checked on what mpipec writes: launch.sh run as written, with torchrun
+/// recorded, and model.json read as `configs/config.py:MMConfig` reads it (JSON).
+fn check_mindspeed_mm(case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let env = [("MINDSPEED_MM", "/opt/MindSpeed-MM"), ("MM_DATA", "/data/data.json"), ("ASCEND_HOME", "/nonexistent")];
+    let (argv, launch_env) = launched(case["launch"].as_str().unwrap(), &env, "TORCHRUN");
+    let (options, script, f) = torchrun(&argv);
+    let world = case["world"].as_u64().unwrap();
+    assert_eq!((options["--nproc-per-node"].clone(), options["--nnodes"].as_str()), (world.to_string(), "1"), "{name}");
+    assert_eq!(script, "/opt/MindSpeed-MM/pretrain_vlm.py", "{name}");
+    // The environment of examples/qwen2.5vl/finetune_qwen2_5_vl_7b.sh.
+    for (k, v) in [
+        ("CUDA_DEVICE_MAX_CONNECTIONS", "1"),
+        ("HCCL_CONNECT_TIMEOUT", "1200"),
+        ("TASK_QUEUE_ENABLE", "2"),
+        ("CPU_AFFINITY_CONF", "1"),
+        ("ASCEND_GLOBAL_LOG_LEVEL", "3"),
+    ] {
+        assert_eq!(launch_env.get(k).map(String::as_str), Some(v), "{name}: {k}");
+    }
+    assert_eq!(f["--distributed-backend"].as_deref(), Some("nccl"), "{name}");
+    assert_eq!(f["--mm-data"].as_deref(), Some("/data/data.json"), "{name}");
+    // docs/features/virtual_pipeline_parallel.md: these two are deprecated.
+    assert!(!f.contains_key("--num-layers-per-virtual-pipeline-stage"), "{name}");
+    assert!(!f.contains_key("--num-virtual-stages-per-pipeline-rank"), "{name}");
+    // megatron/core/num_microbatches_calculator.py's batch rules.
+    let (tp, pp) = (number(&f, "--tensor-model-parallel-size"), number(&f, "--pipeline-model-parallel-size"));
+    assert_eq!(world % (tp * pp), 0, "{name}");
+    let dp = world / (tp * pp);
+    let (gbs, mbs) = (number(&f, "--global-batch-size"), number(&f, "--micro-batch-size"));
+    assert_eq!(gbs % (mbs * dp), 0, "{name}");
+    assert_eq!(gbs / (mbs * dp), case["microbatches"].as_u64().unwrap(), "{name}");
+    let model: Value =
+        serde_json::from_str(&std::fs::read_to_string(f["--mm-model"].as_deref().unwrap()).unwrap()).unwrap();
+    // The arguments patch: --virtual-pipeline-model-parallel-size is the decoder list's length,
+    // exported as VP_SIZE beside it.
+    let vpp = f
+        .get("--virtual-pipeline-model-parallel-size")
+        .map_or(1, |_| number(&f, "--virtual-pipeline-model-parallel-size"));
+    if vpp > 1 {
+        assert_eq!(launch_env.get("VP_SIZE"), Some(&vpp.to_string()), "{name}");
+    }
+    let decoder = stage_order(name, &model["text_decoder"], pp, vpp);
+    assert_eq!(model["text_decoder"]["pipeline_num_layers"], case["decoder_flat"], "{name}");
+    if case["vlm"] == true {
+        let vit = &model["image_encoder"]["vision_encoder"];
+        let encoder = stage_order(name, vit, pp, vpp);
+        assert_eq!(vit["pipeline_num_layers"], case["encoder_flat"], "{name}");
+        // Stage order is D0V0 -> D1V0 -> ... -> D0V1: the ViT's layers all come first.
+        let last_vit = encoder.iter().rposition(|&n| n > 0).unwrap();
+        let first_llm = decoder.iter().position(|&n| n > 0).unwrap();
+        assert!(last_vit <= first_llm, "{name}: ViT layers after the first LLM layer: {encoder:?} / {decoder:?}");
+        assert_eq!(vit["freeze"], case["frozen_encoder"], "{name}");
+    } else {
+        assert!(model["image_encoder"].is_null(), "{name}");
+    }
+}
+
 #[test]
 fn mindspeed_mm_rules_hold() {
-    run_check(Path::new("python3"), "mindspeed_mm_check.py", Target::MindSpeedMm);
+    let dir = tempfile_dir("mindspeed-mm");
+    let cases = write_all(&dir, Target::MindSpeedMm);
+    for case in &cases {
+        check_mindspeed_mm(case);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// HyperParallel's step types: MetaStepType (core/pipeline_parallel/utils.py) and MpipeStepType
+/// (mpipe/step_types.py, with the owner-backward steps of the ttachon/hyper-parallel version).
+const HYPERPARALLEL_STEPS: &[&str] = &[
+    "DATA_LOAD",
+    "DATA_SEND",
+    "DATA_RECV",
+    "FWD",
+    "BWD",
+    "FWD_SEND",
+    "FWD_RECV",
+    "BWD_SEND",
+    "BWD_RECV",
+    "MPIPE_PARAM_BROADCAST",
+    "MPIPE_TRANSPOSE_FWD",
+    "MPIPE_FWD_SEND",
+    "MPIPE_FWD_RECV",
+    "MPIPE_GRAD_SEND",
+    "MPIPE_GRAD_RECV_WITH_BACKWARD",
+    "MPIPE_GRAD_REDUCE",
+];
+
+/// One step of exec_order.json: its type, microbatch and stage (-1 for the encoder's prefix).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Step {
+    kind: String,
+    mb: Option<i64>,
+    stage: Option<i64>,
+}
+
+impl Step {
+    fn of(value: &Value) -> Step {
+        let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["micro_index", "stage_index", "type"], "{value}");
+        Step {
+            kind: value["type"].as_str().unwrap().into(),
+            mb: value["micro_index"].as_i64(),
+            stage: value["stage_index"].as_i64(),
+        }
+    }
+
+    fn new(kind: &str, mb: Option<i64>, stage: i64) -> Step {
+        Step { kind: kind.into(), mb, stage: Some(stage) }
+    }
+
+    /// The peer rank and the step it must post at the same place of its queue, for a transfer.
+    fn counterpart(&self, pp: i64, nt: i64) -> Option<(i64, Step)> {
+        let (kind, mb, stage) = (self.kind.as_str(), self.mb, self.stage.unwrap_or(0));
+        let owner = || mb.unwrap() % nt;
+        if self.stage == Some(-1) {
+            return match kind {
+                "DATA_SEND" | "MPIPE_FWD_SEND" => Some((0, Step::new(&kind.replace("SEND", "RECV"), mb, -1))),
+                "DATA_RECV" | "MPIPE_FWD_RECV" => Some((owner(), Step::new(&kind.replace("RECV", "SEND"), mb, -1))),
+                _ => None,
+            };
+        }
+        let (peer, wants, at) = match kind {
+            "MPIPE_GRAD_SEND" => return Some((owner(), Step::new("MPIPE_GRAD_RECV_WITH_BACKWARD", mb, 0))),
+            "MPIPE_GRAD_RECV_WITH_BACKWARD" => return Some((0, Step::new("MPIPE_GRAD_SEND", mb, 0))),
+            "DATA_SEND" => (stage + 1, "DATA_RECV", stage + 1),
+            "FWD_SEND" => (stage + 1, "FWD_RECV", stage + 1),
+            "BWD_RECV" => (stage + 1, "BWD_SEND", stage + 1),
+            "DATA_RECV" => (stage - 1, "DATA_SEND", stage - 1),
+            "FWD_RECV" => (stage - 1, "FWD_SEND", stage - 1),
+            "BWD_SEND" => (stage - 1, "BWD_RECV", stage - 1),
+            _ => return None,
+        };
+        Some((peer.rem_euclid(pp), Step::new(wants, mb, at)))
+    }
+}
+
+/// The rules of HyperParallel's ScheduleMPipeTranspose (overflow "full", owner-backward for a
+/// trainable tower) over ScheduleInterleaved1F1B, from docs/mpipe_transpose.md, mpipe/schedule.py
+/// and tests/ut/core/pipeline_parallel/test_mpipe_transpose.py and
+/// test_interleaved_less_memory.py (mindspore-ai/hyper-parallel 427916e), checked on an emitted
+/// exec_order.json. HyperParallel is not on PyPI, so none of its code runs here.
+fn check_hyperparallel_order(case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let order: Value =
+        serde_json::from_str(&std::fs::read_to_string(case["exec_order"].as_str().unwrap()).unwrap()).unwrap();
+    let int = |k: &str| case[k].as_i64().unwrap();
+    let (pp, m, vpp) = (int("pp"), int("microbatches"), int("vpp"));
+    let nt = pp.min(m);
+    assert_eq!(order["format"], "hyperparallel-exec-order", "{name}");
+    let ranks: BTreeMap<i64, Vec<Step>> = order["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rank"].as_i64().unwrap(), r["steps"].as_array().unwrap().iter().map(Step::of).collect()))
+        .collect();
+    assert_eq!(ranks.len() as i64, pp, "{name}");
+    for step in ranks.values().flatten() {
+        assert!(HYPERPARALLEL_STEPS.contains(&step.kind.as_str()), "{name}: HyperParallel has no step {}", step.kind);
+    }
+    transfers_meet(name, &ranks, pp, nt);
+    computes_once(name, &ranks, pp, m, vpp);
+    for (&rank, steps) in &ranks {
+        // With a 1f1b body (one chunk) HyperParallel runs the interleaved schedule with
+        // pp_less_memory, which hyperparallel_check.py pins in the config.
+        warmup(name, rank, steps, pp, m, vpp, vpp == 1);
+        prefix_and_grads(name, rank, steps, m, nt, case["trainable_encoder"] == true);
+    }
+}
+
+/// parse_and_validate, and the queue order HCCL needs: between two ranks the n-th transfer
+/// posted by one meets the n-th posted by the other.
+fn transfers_meet(name: &str, ranks: &BTreeMap<i64, Vec<Step>>, pp: i64, nt: i64) {
+    let mut queues: BTreeMap<(i64, i64), Vec<(&Step, Step)>> = BTreeMap::new();
+    for (&rank, steps) in ranks {
+        for step in steps {
+            if let Some((peer, wants)) = step.counterpart(pp, nt) {
+                queues.entry((rank, peer)).or_default().push((step, wants));
+            }
+        }
+    }
+    for ((a, b), mine) in &queues {
+        let wanted: Vec<&Step> = mine.iter().map(|(_, w)| w).collect();
+        let theirs: Vec<&Step> = queues.get(&(*b, *a)).map(|q| q.iter().map(|(p, _)| *p).collect()).unwrap_or_default();
+        assert_eq!(wanted, theirs, "{name}: transfers {a}->{b} do not meet in order");
+    }
+}
+
+/// Every body stage's forward and backward of every microbatch, once each, on its own rank.
+fn computes_once(name: &str, ranks: &BTreeMap<i64, Vec<Step>>, pp: i64, m: i64, vpp: i64) {
+    let mut computed = BTreeMap::<(String, i64, i64), usize>::new();
+    for (&rank, steps) in ranks {
+        for s in steps.iter().filter(|s| s.kind == "FWD" || s.kind == "BWD") {
+            let (stage, mb) = (s.stage.unwrap(), s.mb.unwrap());
+            assert_eq!(stage % pp, rank, "{name}: {s:?} on rank {rank}");
+            *computed.entry((s.kind.clone(), stage, mb)).or_default() += 1;
+        }
+    }
+    let mut everything = BTreeMap::new();
+    for kind in ["FWD", "BWD"] {
+        for stage in 0..pp * vpp {
+            for mb in 0..m {
+                everything.insert((kind.to_string(), stage, mb), 1);
+            }
+        }
+    }
+    assert_eq!(computed, everything, "{name}");
+}
+
+/// Forwards before the first backward: (V-1)·R + 2(P-1-i), or (V-1)·R + (P-1-i) with
+/// pp_less_memory, capped at V·M; R is the first round's microbatches.
+fn warmup(name: &str, rank: i64, steps: &[Step], pp: i64, m: i64, vpp: i64, less_memory: bool) {
+    let rounds = (m / pp).max(1);
+    let first_round = if m < pp { m } else { pp + (m % pp) / rounds + i64::from((m % pp) % rounds != 0) };
+    let compute: Vec<&str> = steps.iter().map(|s| s.kind.as_str()).filter(|k| *k == "FWD" || *k == "BWD").collect();
+    let depth = pp - 1 - rank;
+    let warmup = ((vpp - 1) * first_round + if less_memory { depth } else { 2 * depth }).min(vpp * m);
+    let expected = if warmup < vpp * m { warmup + 1 } else { warmup };
+    assert_eq!(compute.iter().position(|k| *k == "BWD").unwrap() as i64, expected, "{name}: rank {rank}");
+}
+
+/// The encoder's prefix (stage -1) comes first: the rank encodes the microbatches it owns
+/// (overflow "full": m on rank m % NT), ships data then features to rank 0 in microbatch order,
+/// broadcasts the tower's weights first when it trains; and a trained tower's gradients go
+/// back (GRAD_SEND from rank 0, GRAD_RECV_WITH_BACKWARD on the owners, GRAD_REDUCE last).
+fn prefix_and_grads(name: &str, rank: i64, steps: &[Step], m: i64, nt: i64, trainable: bool) {
+    let prefix: Vec<&Step> = steps.iter().filter(|s| s.stage == Some(-1)).collect();
+    assert!(steps.iter().zip(&prefix).all(|(a, b)| a == *b), "{name}: rank {rank}'s prefix is not first");
+    let owned: Vec<i64> = (0..m).filter(|mb| mb % nt == rank).collect();
+    let encoded: Vec<i64> = prefix.iter().filter(|s| s.kind == "MPIPE_TRANSPOSE_FWD").filter_map(|s| s.mb).collect();
+    assert_eq!(encoded, owned, "{name}: rank {rank}");
+    let broadcast: Vec<&&Step> = prefix.iter().filter(|s| s.kind == "MPIPE_PARAM_BROADCAST").collect();
+    let first: Vec<&&Step> = if trainable { prefix.iter().take(1).collect() } else { Vec::new() };
+    assert_eq!(broadcast, first, "{name}: rank {rank} broadcast");
+    let shipped: Vec<i64> = if rank == 0 { (0..m).filter(|mb| mb % nt != 0).collect() } else { owned.clone() };
+    let way = if rank == 0 { "RECV" } else { "SEND" };
+    let transfers: Vec<(&str, Option<i64>)> =
+        prefix.iter().filter(|s| s.kind.ends_with(way)).map(|s| (s.kind.as_str(), s.mb)).collect();
+    let (data, features) = (format!("DATA_{way}"), format!("MPIPE_FWD_{way}"));
+    let expected: Vec<(&str, Option<i64>)> = shipped
+        .iter()
+        .map(|&mb| (data.as_str(), Some(mb)))
+        .chain(shipped.iter().map(|&mb| (features.as_str(), Some(mb))))
+        .collect();
+    assert_eq!(transfers, expected, "{name}: rank {rank} ships data then features, each in microbatch order");
+    let tail: Vec<(&str, Option<i64>)> =
+        steps.iter().filter(|s| s.kind.starts_with("MPIPE_GRAD")).map(|s| (s.kind.as_str(), s.mb)).collect();
+    if !trainable {
+        assert!(tail.is_empty(), "{name}: a frozen tower has no backward");
+        return;
+    }
+    let mut grads: Vec<(&str, Option<i64>)> = if rank == 0 {
+        shipped.iter().map(|&mb| ("MPIPE_GRAD_SEND", Some(mb))).collect()
+    } else {
+        owned.iter().map(|&mb| ("MPIPE_GRAD_RECV_WITH_BACKWARD", Some(mb))).collect()
+    };
+    grads.push(("MPIPE_GRAD_REDUCE", None));
+    assert_eq!(tail, grads, "{name}: rank {rank}");
+    let last: Vec<(&str, Option<i64>)> =
+        steps[steps.len() - tail.len()..].iter().map(|s| (s.kind.as_str(), s.mb)).collect();
+    assert_eq!(last, tail, "{name}: rank {rank}'s gradient steps are not last");
+}
+
+#[test]
+fn hyperparallel_orders_follow_mpipe_transpose() {
+    let dir = tempfile_dir("hyperparallel-order");
+    let cases = write_all(&dir, Target::HyperParallel);
+    let orders: Vec<&Value> = cases.iter().filter(|c| Path::new(c["exec_order"].as_str().unwrap()).exists()).collect();
+    assert!(orders.len() >= 3, "the plans give {} exec_order.json files", orders.len());
+    for case in orders {
+        check_hyperparallel_order(case);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

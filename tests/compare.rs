@@ -1,8 +1,8 @@
 //! `sim --compare`: every baseline says what it is, runs the plan's own body skeleton, and the
 //! Megatron baselines are the layouts Megatron builds, charged as the cost model charges a plan.
 
-use mpipe::check::spec::Plan;
 use mpipe::explore::compare::{self, baselines, body_skeleton};
+use mpipe::plan::Plan;
 use mpipe::resolve::loader::MemoryLoader;
 
 /// Checks `text` as if it sat in examples/, beside the files the examples import.

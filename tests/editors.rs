@@ -300,7 +300,7 @@ fn editor_grammars_know_exactly_mpipecs_names() {
     let tables = [
         ("skeletons", names(mpipe::algebra::skeleton::NAMES), "support.function.skeleton.mpipe", "mpipeSkeleton"),
         ("owners", names(mpipe::algebra::owner::STRATEGIES), "support.constant.owner.mpipe", "mpipeOwner"),
-        ("targets", names(&mpipe::check::spec::TARGETS), "support.constant.target.mpipe", "mpipeTarget"),
+        ("targets", names(&mpipe::plan::TARGETS), "support.constant.target.mpipe", "mpipeTarget"),
         ("units", units(), "keyword.other.unit.mpipe", "mpipeUnit"),
     ];
     let vim = read("editors/vim/syntax/mpipe.vim");

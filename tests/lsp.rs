@@ -1,89 +1,38 @@
 //! `mpipec lsp` over stdio, driven as an editor would: initialize, open a file with two errors,
 //! fix one, hover, go to definition (into the standard library), complete, format, shut down.
+//! Then when the build's diagnostics come: after a pause in typing, on save, and never for a
+//! text that a later change replaced.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+#[path = "support/lsp_client.rs"]
+mod lsp_client;
+
 use std::time::Duration;
 
+use lsp_client::Client;
 use serde_json::{Value, json};
 
-struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    incoming: Receiver<Value>,
-    next_id: i64,
+fn codes(diagnostics: &[Value]) -> Vec<&str> {
+    diagnostics.iter().map(|d| d["code"].as_str().unwrap()).collect()
 }
 
-impl Client {
-    fn start(cache: &std::path::Path) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mpipec"))
-            .arg("lsp")
-            .env("XDG_CACHE_HOME", cache)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, incoming) = channel();
-        std::thread::spawn(move || {
-            loop {
-                let mut length = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if stdout.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some(n) = line.strip_prefix("Content-Length: ") {
-                        length = n.parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; length];
-                stdout.read_exact(&mut body).unwrap();
-                if tx.send(serde_json::from_slice(&body).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        Client { child, stdin, incoming, next_id: 1 }
-    }
+/// A fresh folder holding `text` as `plan.mpipe`, and that file's URI.
+fn folder(name: &str, text: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("mpipec-lsp-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.mpipe");
+    std::fs::write(&path, text).unwrap();
+    let uri = format!("file://{}", path.display());
+    (dir, uri)
+}
 
-    fn send(&mut self, message: Value) {
-        let body = message.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Sends a request and waits for its response, passing over notifications.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let m = self.incoming.recv_timeout(Duration::from_secs(30)).expect("the server answers");
-            if m["id"] == id {
-                return m["result"].clone();
-            }
-        }
-    }
-
-    fn diagnostics(&mut self) -> Vec<Value> {
-        loop {
-            let m = self.incoming.recv_timeout(Duration::from_secs(30)).expect("diagnostics are published");
-            if m["method"] == "textDocument/publishDiagnostics" {
-                return m["params"]["diagnostics"].as_array().unwrap().clone();
-            }
-        }
-    }
+/// A server with `text` open as `<name>/plan.mpipe` in a fresh folder, started with these
+/// `initializationOptions`, and that file's URI.
+fn open(name: &str, options: Value, text: &str) -> (Client, String, std::path::PathBuf) {
+    let (dir, uri) = folder(name, text);
+    let mut c = Client::start(&dir.join("cache"));
+    c.initialize(options);
+    c.open(&uri, text);
+    (c, uri, dir)
 }
 
 const PLAN: &str = "use std::hardware::h100_sxm;
@@ -110,23 +59,14 @@ schedule 1fb1;
 
 #[test]
 fn an_editor_session() {
-    let dir = std::env::temp_dir().join(format!("mpipec-lsp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("plan.mpipe");
-    std::fs::write(&path, PLAN).unwrap();
-    let uri = format!("file://{}", path.display());
+    let (dir, uri) = folder("session", PLAN);
     let mut c = Client::start(&dir.join("cache"));
-
-    let init = c.request("initialize", json!({"processId": null, "rootUri": null, "capabilities": {}}));
-    assert_eq!(init["capabilities"]["hoverProvider"], true);
-    assert_eq!(init["capabilities"]["positionEncoding"], "utf-16");
-    c.notify("initialized", json!({}));
-
-    c.notify(
-        "textDocument/didOpen",
-        json!({"textDocument": {"uri": uri, "languageId": "mpipe", "version": 1, "text": PLAN}}),
-    );
-    let diags = c.diagnostics();
+    let capabilities = c.initialize(json!(null));
+    assert_eq!(capabilities["hoverProvider"], true);
+    assert_eq!(capabilities["positionEncoding"], "utf-16");
+    assert_eq!(capabilities["textDocumentSync"]["save"], true, "saving is what runs the build at once");
+    c.open(&uri, PLAN);
+    let diags = c.published().1;
     let codes: Vec<&str> = diags.iter().map(|d| d["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["E0205", "E0306"], "{diags:#?}");
     // `8GB` sits after a comment holding a two-unit emoji: UTF-16 column 24, not its byte 27.
@@ -140,7 +80,7 @@ fn an_editor_session() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": fixed}]}),
     );
-    let diags = c.diagnostics();
+    let diags = c.published().1;
     assert_eq!(diags.len(), 1);
     assert_eq!(diags[0]["code"], "E0205");
 
@@ -169,7 +109,7 @@ fn an_editor_session() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": with_schedule}]}),
     );
-    let _ = c.diagnostics();
+    let _ = c.published().1;
     let items = c.request(
         "textDocument/completion",
         json!({"textDocument": {"uri": uri}, "position": {"line": 19, "character": 9}}),
@@ -191,17 +131,92 @@ fn an_editor_session() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": messy}]}),
     );
-    let _ = c.diagnostics();
+    let _ = c.published().1;
     let edits = c.request(
         "textDocument/formatting",
         json!({"textDocument": {"uri": uri}, "options": {"tabSize": 4, "insertSpaces": true}}),
     );
     assert_eq!(edits[0]["newText"].as_str().unwrap(), mpipe::fmt::format(&messy).unwrap());
 
-    let shutdown = c.request("shutdown", json!(null));
-    assert!(shutdown.is_null());
-    c.notify("exit", json!(null));
-    let status = c.child.wait().unwrap();
-    assert!(status.success());
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A plan that checks but whose ranks need more memory than the device has: W0003 comes
+/// from the simulation, so only a build reports it.
+const OVER_MEMORY: &str = "use std::hardware::h100_sxm;
+use std::models::llama3_70b;
+
+model lm {
+    llm = llama3_70b;
+}
+
+cluster {
+    hardware = h100_sxm;
+    devices = 2;
+    pp = 2;
+}
+
+batch {
+    microbatches = 8;
+    seq_len = 4096;
+}
+
+cut llm;
+schedule 1f1b;
+";
+
+/// What a build of [`OVER_MEMORY`] reports: each of its two ranks over memory.
+const BUILT: [&str; 2] = ["W0003", "W0003"];
+
+#[test]
+fn a_change_gets_its_check_at_once_and_its_build_after_a_pause() {
+    let (mut c, uri, dir) = open("pause", json!(null), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]), "opening checks first");
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (1, BUILT.to_vec()), "then builds the file as opened");
+
+    c.change(&uri, 2, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 16"));
+    assert_eq!(c.published(), (2, vec![]), "a change gets the check alone");
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (2, BUILT.to_vec()), "and the build once typing pauses");
+
+    c.change(&uri, 3, &OVER_MEMORY.replace("1f1b", "1fb1"));
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (3, vec!["E0306"]));
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_save_builds_without_waiting_for_the_pause() {
+    let (mut c, uri, dir) = open("save", json!({"diagnosticsDelayMs": 600_000}), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]));
+    assert_eq!(codes(&c.published().1), BUILT);
+
+    c.change(&uri, 2, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 16"));
+    assert_eq!(c.published(), (2, vec![]));
+    let early = c.incoming.recv_timeout(Duration::from_millis(500));
+    assert!(early.is_err(), "nothing is built while the pause lasts: {early:?}");
+    c.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}}));
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (2, BUILT.to_vec()), "the ten-minute pause cannot have passed");
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_change_during_the_pause_cancels_the_build_of_the_text_it_replaces() {
+    let (mut c, uri, dir) = open("cancel", json!({"diagnosticsDelayMs": 1000}), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]));
+    assert_eq!(codes(&c.published().1), BUILT);
+
+    c.change(&uri, 2, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 16"));
+    c.change(&uri, 3, &OVER_MEMORY.replace("microbatches = 8", "microbatches = 32"));
+    assert_eq!(c.published(), (2, vec![]));
+    assert_eq!(c.published(), (3, vec![]));
+    let (version, diags) = c.published();
+    assert_eq!((version, codes(&diags)), (3, BUILT.to_vec()), "version 2 was replaced before its pause ended");
+    c.stop();
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -334,7 +334,7 @@ fn measured_profiles_become_per_layer_costs() {
 
 // ---- transpose against its peers --------------------------------------------------------
 
-fn example_plan(name: &str, sets: &[(String, String)]) -> mpipe::check::spec::Plan {
+fn example_plan(name: &str, sets: &[(String, String)]) -> mpipe::plan::Plan {
     let root = env!("CARGO_MANIFEST_DIR");
     let key = format!("examples/{name}");
     let bytes = std::fs::read(format!("{root}/{key}")).unwrap();

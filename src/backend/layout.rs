@@ -1,13 +1,15 @@
 //! The sharded body as the launch-configuration backends describe it: per body stage, how
 //! many of its layers belong to the encoder and how many to the LLM, and which rank holds it.
 
-use crate::check::spec::{ArchKind, Decoder, Encoder, Part, Plan};
 use crate::derive::Derived;
 use crate::derive::skeletons::rank_of;
 use crate::ir::Mapping;
+use crate::plan::{ArchKind, Decoder, Encoder, Part, Plan};
 
+/// The body's stages as a launch configuration writes its split: the layers of each kind per
+/// stage, and how stages map onto ranks.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BodyLayout {
+pub struct BodyStages {
     pub pp: u32,
     /// Body stages per rank (virtual pipeline stages).
     pub chunks: u32,
@@ -17,8 +19,8 @@ pub struct BodyLayout {
     pub decoder: Vec<u64>,
 }
 
-impl BodyLayout {
-    pub fn of(plan: &Plan, derived: &Derived) -> BodyLayout {
+impl BodyStages {
+    pub fn of(plan: &Plan, derived: &Derived) -> BodyStages {
         let placement = &derived.placement;
         let mut parts = Vec::new();
         let mut start = 0;
@@ -37,7 +39,7 @@ impl BodyLayout {
             encoder.push(e);
             decoder.push(d);
         }
-        BodyLayout {
+        BodyStages {
             pp: placement.body.shape.ranks,
             chunks: placement.body.shape.chunks,
             mapping: placement.body.mapping,

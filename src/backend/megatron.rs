@@ -4,14 +4,14 @@
 //! (core_v0.16); the stage split is checked in tests by megatron-core's own
 //! `TransformerConfig` and `PipelineParallelLayerLayout`.
 
-use super::layout::{self, BodyLayout};
+use super::layout::{self, BodyStages};
 use super::shell::{self, Flag, flag, switch};
-use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
 use crate::outputs::Artifact;
+use crate::plan::{Plan, Recompute};
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyLayout::of(plan, derived);
+    let body = BodyStages::of(plan, derived);
     let vlm = layout::encoder(plan).is_some();
     let entry = if vlm { "examples/multimodal/train.py" } else { "pretrain_gpt.py" };
     let mut flags = parallel_flags(plan);
@@ -34,7 +34,7 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
 pub const ARGS: &str = r#""${args[@]}" "$@""#;
 
 /// `runs` says what the script starts and from where.
-pub fn header(plan: &Plan, body: &BodyLayout, stack: &str, runs: &[&str]) -> Vec<String> {
+pub fn header(plan: &Plan, body: &BodyStages, stack: &str, runs: &[&str]) -> Vec<String> {
     let c = &plan.cluster;
     let by_rank: Vec<String> = body.by_chunk(&body.decoder).iter().map(|r| format!("{r:?}")).collect();
     let mut lines = vec![
@@ -95,7 +95,7 @@ pub fn parallel_flags(plan: &Plan) -> Vec<Flag> {
 /// The LLM's layers per stage: nothing for an even split, the first/last flags for a split
 /// that is even between its ends, a virtual-stage count for an even interleaved split, else
 /// the layout string (`E` embedding, `t` decoder layer, `L` loss, `|` between stages).
-pub fn split_flags(body: &BodyLayout) -> Vec<Flag> {
+pub fn split_flags(body: &BodyStages) -> Vec<Flag> {
     let d = &body.decoder;
     let pp = body.pp as usize;
     let even = d.iter().all(|&n| n == d[0]);
@@ -163,7 +163,7 @@ pub fn model_flags(plan: &Plan) -> Vec<Flag> {
         flags.push(switch("--group-query-attention"));
         flags.push(flag("--num-query-groups", a.kv_heads));
     }
-    if d.mlp == crate::check::spec::Mlp::SwiGlu {
+    if d.mlp == crate::plan::Mlp::SwiGlu {
         flags.push(switch("--swiglu"));
     }
     if !d.tied_embeddings {
@@ -249,8 +249,8 @@ mod tests {
     use super::*;
     use crate::ir::Mapping;
 
-    fn body(pp: u32, chunks: u32, decoder: Vec<u64>) -> BodyLayout {
-        BodyLayout { pp, chunks, mapping: Mapping::Loop, encoder: vec![0; decoder.len()], decoder }
+    fn body(pp: u32, chunks: u32, decoder: Vec<u64>) -> BodyStages {
+        BodyStages { pp, chunks, mapping: Mapping::Loop, encoder: vec![0; decoder.len()], decoder }
     }
 
     #[test]

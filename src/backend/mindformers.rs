@@ -4,16 +4,16 @@
 //! `run_mindformer.py` under `msrun`. Keys and rules follow mindformers 1.9.0 with
 //! mindspore 2.9.0; tests load the file with the real `MindFormerConfig` and its validators.
 
-use super::layout::{self, BodyLayout};
+use super::layout::{self, BodyStages};
 use super::shell;
 use super::yaml::{self, Map, list, nested};
 use crate::algebra::Skeleton;
-use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
 use crate::outputs::Artifact;
+use crate::plan::{Plan, Recompute};
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyLayout::of(plan, derived);
+    let body = BodyStages::of(plan, derived);
     let c = &plan.cluster;
     let header = vec![
         format!("{} on MindSpore + MindFormers, written by mpipec {}.", plan.source, super::VERSION),
@@ -68,7 +68,7 @@ fn scheduler(body: Skeleton) -> (bool, &'static str) {
 
 /// LayerSetting's offsets: layers of stage = num_layers // (pp·vpp) + offset, as `[pp]` or,
 /// with virtual stages, `[vpp][pp]` (row 1 of `zero_bubble_v` in rank order, as it reverses it).
-fn offset(body: &BodyLayout) -> yaml::Node {
+fn offset(body: &BodyStages) -> yaml::Node {
     let stages = (body.pp * body.chunks) as u64;
     let average = body.decoder_layers() / stages;
     let rows: Vec<Vec<i64>> = body
@@ -79,7 +79,7 @@ fn offset(body: &BodyLayout) -> yaml::Node {
     if body.chunks == 1 { list(&rows[0]) } else { nested(&rows) }
 }
 
-fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
+fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
     let c = &plan.cluster;
     let (interleave, scheduler) = scheduler(derived.placement.body.skeleton);
     let decoder = layout::decoder(plan);

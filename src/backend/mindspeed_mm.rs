@@ -6,12 +6,12 @@
 
 use serde_json::{Value, json};
 
-use super::layout::{self, BodyLayout};
+use super::layout::{self, BodyStages};
 use super::megatron;
 use super::shell::{self, flag, switch};
-use crate::check::spec::{Mlp, Plan};
 use crate::derive::Derived;
 use crate::outputs::Artifact;
+use crate::plan::{Mlp, Plan};
 
 /// What MindSpeed-MM's scripts export before torchrun (CANN logging, task queue, HCCL).
 const ENVIRONMENT: &[(&str, &str)] = &[
@@ -28,7 +28,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
 ];
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyLayout::of(plan, derived);
+    let body = BodyStages::of(plan, derived);
     let entry = "pretrain_vlm.py";
     let runs = format!("Runs {entry} of the MindSpeed-MM checkout in $MINDSPEED_MM (default: the current directory);");
     let cann = "the CANN environment comes from $ASCEND_HOME (default /usr/local/Ascend) when it is there.";
@@ -76,12 +76,12 @@ set -u
 }
 
 /// `[pp]` without virtual stages, `[vpp][pp]` with them.
-fn pipeline_num_layers(body: &BodyLayout, per_stage: &[u64]) -> Value {
+fn pipeline_num_layers(body: &BodyStages, per_stage: &[u64]) -> Value {
     let by_chunk = body.by_chunk(per_stage);
     if body.chunks == 1 { json!(by_chunk[0]) } else { json!(by_chunk) }
 }
 
-fn model_json(plan: &Plan, body: &BodyLayout) -> Value {
+fn model_json(plan: &Plan, body: &BodyStages) -> Value {
     let image_encoder = layout::encoder(plan).map(|(part, e)| {
         json!({
             "vision_encoder": {
@@ -126,8 +126,8 @@ fn model_json(plan: &Plan, body: &BodyLayout) -> Value {
     })
 }
 
-fn recompute(r: crate::check::spec::Recompute) -> Value {
-    use crate::check::spec::Recompute::*;
+fn recompute(r: crate::plan::Recompute) -> Value {
+    use crate::plan::Recompute::*;
     match r {
         None => Value::Null,
         Selective => json!("selective"),

@@ -14,11 +14,11 @@ mod shell;
 pub mod torch;
 mod yaml;
 
-use crate::check::spec::{Plan, TARGETS};
 use crate::diagnostics::Diagnostic;
 use crate::driver::{self, Built};
-use crate::error::Error;
+use crate::error::{BackendError, Error};
 use crate::outputs::Artifact;
+use crate::plan::{Plan, TARGETS};
 use crate::span::Span;
 use native::{Refusal, Verdict};
 
@@ -126,7 +126,8 @@ fn answer(
     let step = (built.evaluate().report.step_time_s, nearest.evaluate().report.step_time_s);
     let changes = changes.into_iter().map(|c| c.what).collect();
     let name = request.target.name();
-    let warning = Error::NearestEmitted { span, target: request.span, name, changes, step }.to_diagnostic();
+    let warning = Error::Backend(BackendError::NearestEmitted { span, target: request.span, name, changes, step })
+        .to_diagnostic();
     Ok(Emitted { artifacts: files(request.target, &nearest), diagnostics: vec![warning] })
 }
 

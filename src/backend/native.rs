@@ -9,14 +9,14 @@
 
 use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
-use crate::check::spec::Plan;
 use crate::derive::{Derived, folded};
 use crate::diagnostics::Diagnostic;
 use crate::driver::Built;
-use crate::error::Error;
+use crate::error::{BackendError, Error};
+use crate::plan::Plan;
 use crate::span::Span;
 
-use super::layout::BodyLayout;
+use super::layout::BodyStages;
 use super::{Request, Target};
 
 /// One thing the nearest native plan does differently, at the schedule entry it replaces.
@@ -44,7 +44,14 @@ pub(super) struct Refusal {
 impl Refusal {
     pub(super) fn diagnostic(self, request: Request) -> Diagnostic {
         let Refusal { span, reason, help } = self;
-        Error::TargetCannotRun { span, target: request.span, name: request.target.name(), reason, help }.to_diagnostic()
+        Error::Backend(BackendError::TargetCannotRun {
+            span,
+            target: request.span,
+            name: request.target.name(),
+            reason,
+            help,
+        })
+        .to_diagnostic()
     }
 }
 
@@ -125,7 +132,9 @@ pub fn verdict(request: Request, built: &Built) -> Verdict {
             let span = changes[0].span;
             let changes = changes.into_iter().map(|c| c.what).collect();
             let name = request.target.name();
-            Verdict::Impossible(Error::NotNative { span, target: request.span, name, changes }.to_diagnostic())
+            Verdict::Impossible(
+                Error::Backend(BackendError::NotNative { span, target: request.span, name, changes }).to_diagnostic(),
+            )
         }
         Err(refusal) => Verdict::Impossible(refusal.diagnostic(request)),
     }
@@ -249,7 +258,7 @@ fn place_encoder(
             });
             true
         }
-        None if !shards_encoder(target) && BodyLayout::of(plan, derived).encoder.iter().skip(1).any(|&n| n > 0) => {
+        None if !shards_encoder(target) && BodyStages::of(plan, derived).encoder.iter().skip(1).any(|&n| n > 0) => {
             changes.push(Change {
                 span: body_span,
                 what: format!(

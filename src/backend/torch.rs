@@ -4,9 +4,9 @@
 //! miniature `mpipec verify` runs: the plan's model with the same parts, layer counts and
 //! trainability, tiny and in fp32.
 
-use crate::check::spec::Plan;
 use crate::ir::PlanIr;
 use crate::outputs::Artifact;
+use crate::plan::Plan;
 
 pub const RUNTIME: &str = include_str!("torch/mpipe_runtime.py");
 

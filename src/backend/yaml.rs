@@ -85,7 +85,7 @@ impl From<String> for Node {
 
 /// The LLM's shape under the Hugging Face config names, which MindFormers' mcore models and
 /// HyperParallel's trainer both read.
-pub fn hugging_face(map: Map, d: &crate::check::spec::Decoder, seq_len: u64) -> Map {
+pub fn hugging_face(map: Map, d: &crate::plan::Decoder, seq_len: u64) -> Map {
     map.set("num_hidden_layers", d.layers)
         .set("hidden_size", d.hidden)
         .set("intermediate_size", d.ffn)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::Ctx;
 use super::schema::{Schema, Ty};
 use crate::ast::{self, DefKind, Entry, ValueKind};
-use crate::error::Error;
+use crate::error::{Error, FieldError, ImportError};
 use crate::resolve::{DefId, kind_word};
 use crate::span::Span;
 use crate::suggest::did_you_mean;
@@ -140,16 +140,20 @@ impl Ctx<'_> {
             let key = entry.key();
             let Some(spec) = schema.field(&key.name) else {
                 let suggestion = did_you_mean(&key.name, schema.fields.iter().map(|f| f.name));
-                self.error(Error::UnknownField {
+                self.error(Error::Field(FieldError::UnknownField {
                     span: key.span,
                     field: key.name.clone(),
                     context: schema.context.into(),
                     suggestion,
-                });
+                }));
                 continue;
             };
             if let Some(first) = seen.get(spec.name) {
-                self.error(Error::DuplicateField { span: key.span, field: key.name.clone(), first: *first });
+                self.error(Error::Field(FieldError::DuplicateField {
+                    span: key.span,
+                    field: key.name.clone(),
+                    first: *first,
+                }));
                 continue;
             }
             seen.insert(spec.name, key.span);
@@ -158,12 +162,12 @@ impl Ctx<'_> {
                     Some(Val::Block(self.fields(module, &b.body, inner, b.key.span)))
                 }
                 (Entry::Block(b), ty) => {
-                    self.error(Error::WrongType {
+                    self.error(Error::Field(FieldError::WrongType {
                         span: b.body.span,
                         expected: ty.describe(),
                         found: "a block".into(),
                         defined_at: None,
-                    });
+                    }));
                     None
                 }
                 (Entry::Field(f), ty) => self.value(module, &f.value, ty, spec.name),
@@ -175,12 +179,12 @@ impl Ctx<'_> {
         for spec in schema.fields.iter().filter(|f| f.required) {
             if !seen.contains_key(spec.name) {
                 fields.complete = false;
-                self.error(Error::MissingField {
+                self.error(Error::Field(FieldError::MissingField {
                     span: owner,
                     field: spec.name.into(),
                     context: schema.context.into(),
                     hint: format!("{}; // {}", spec.ty.hint(), spec.doc),
-                });
+                }));
             } else if !fields.values.contains_key(spec.name) {
                 fields.complete = false;
             }
@@ -189,22 +193,19 @@ impl Ctx<'_> {
     }
 
     fn value(&mut self, module: usize, value: &ast::Value, ty: Ty, field: &str) -> Option<Val> {
-        let wrong = |expected: String| Error::WrongType {
-            span: value.span,
-            expected,
-            found: describe(value),
-            defined_at: None,
+        let wrong = |expected: String| {
+            Error::Field(FieldError::WrongType { span: value.span, expected, found: describe(value), defined_at: None })
         };
         match (ty, &value.kind) {
             (Ty::Count { min }, ValueKind::Number(q)) => self.count(value.span, q, min).map(Val::Count),
             (Ty::CountOrList { min }, ValueKind::Number(q)) => self.count(value.span, q, min).map(Val::Count),
             (Ty::CountOrList { min }, ValueKind::List(items)) => {
                 if items.is_empty() {
-                    self.error(Error::OutOfRange {
+                    self.error(Error::Field(FieldError::OutOfRange {
                         span: value.span,
                         what: "the list".into(),
                         requirement: "not empty".into(),
-                    });
+                    }));
                     return None;
                 }
                 let mut counts = Vec::with_capacity(items.len());
@@ -212,12 +213,12 @@ impl Ctx<'_> {
                     match &item.kind {
                         ValueKind::Number(q) => counts.push(self.count(item.span, q, min)?),
                         _ => {
-                            self.error(Error::WrongType {
+                            self.error(Error::Field(FieldError::WrongType {
                                 span: item.span,
                                 expected: "a whole number".into(),
                                 found: describe(item),
                                 defined_at: None,
-                            });
+                            }));
                             return None;
                         }
                     }
@@ -229,11 +230,11 @@ impl Ctx<'_> {
                 if q.value > 0.0 && q.value <= 1.0 {
                     Some(Val::Fraction(q.value))
                 } else {
-                    self.error(Error::OutOfRange {
+                    self.error(Error::Field(FieldError::OutOfRange {
                         span: value.span,
                         what: format!("`{}`", q.digits),
                         requirement: "greater than 0 and at most 1".into(),
-                    });
+                    }));
                     None
                 }
             }
@@ -243,13 +244,13 @@ impl Ctx<'_> {
                 Some(c) => Some(Val::Choice(c)),
                 None => {
                     let suggestion = did_you_mean(&n.name, choices.iter().copied());
-                    self.error(Error::InvalidChoice {
+                    self.error(Error::Field(FieldError::InvalidChoice {
                         span: n.span,
                         what: format!("`{field}`"),
                         found: n.name.clone(),
                         choices: choices.to_vec(),
                         suggestion,
-                    });
+                    }));
                     None
                 }
             },
@@ -267,8 +268,10 @@ impl Ctx<'_> {
             None => Some(()),
             Some(u) => {
                 match units::lookup(&u.name) {
-                    Some((dim, _)) => self.error(Error::UnitMismatch { span, expected: None, found: Some(dim) }),
-                    None => self.error(Error::CountSuffix {
+                    Some((dim, _)) => {
+                        self.error(Error::Field(FieldError::UnitMismatch { span, expected: None, found: Some(dim) }))
+                    }
+                    None => self.error(Error::Field(FieldError::CountSuffix {
                         span,
                         written: format!("{}{}", q.digits, u.name),
                         readings: units::magnitude(&u.name).and_then(|(decimal, binary)| {
@@ -276,7 +279,7 @@ impl Ctx<'_> {
                                 |f: f64| Some(q.value * f).filter(|v| v.fract() == 0.0 && *v <= MAX_COUNT as f64);
                             Some((whole(decimal)? as u64, whole(binary)? as u64))
                         }),
-                    }),
+                    })),
                 }
                 None
             }
@@ -288,7 +291,11 @@ impl Ctx<'_> {
         // 2^32 is past every real cluster, model and batch, and keeps products of counts exact.
         if q.value.fract() != 0.0 || q.value < min as f64 || q.value > MAX_COUNT as f64 {
             let requirement = if min == 0 { "a whole number up to 2^32" } else { "a whole number from 1 to 2^32" };
-            self.error(Error::OutOfRange { span, what: format!("`{}`", q.digits), requirement: requirement.into() });
+            self.error(Error::Field(FieldError::OutOfRange {
+                span,
+                what: format!("`{}`", q.digits),
+                requirement: requirement.into(),
+            }));
             return None;
         }
         Some(q.value as u64)
@@ -296,25 +303,25 @@ impl Ctx<'_> {
 
     fn quantity(&mut self, span: Span, q: &ast::Quantity, dim: Dimension) -> Option<f64> {
         let Some(unit) = &q.unit else {
-            self.error(Error::UnitMismatch { span, expected: Some(dim), found: None });
+            self.error(Error::Field(FieldError::UnitMismatch { span, expected: Some(dim), found: None }));
             return None;
         };
         let Some((found, factor)) = units::lookup(&unit.name) else {
             let suggestion = did_you_mean(&unit.name, units::UNITS.iter().map(|(u, _, _)| *u));
-            self.error(Error::UnknownUnit { span: unit.span, unit: unit.name.clone(), suggestion });
+            self.error(Error::Field(FieldError::UnknownUnit { span: unit.span, unit: unit.name.clone(), suggestion }));
             return None;
         };
         if found != dim {
-            self.error(Error::UnitMismatch { span, expected: Some(dim), found: Some(found) });
+            self.error(Error::Field(FieldError::UnitMismatch { span, expected: Some(dim), found: Some(found) }));
             return None;
         }
         let value = q.value * factor;
         if !(value.is_finite() && value > 0.0) {
-            self.error(Error::OutOfRange {
+            self.error(Error::Field(FieldError::OutOfRange {
                 span,
                 what: format!("`{}{}`", q.digits, unit.name),
                 requirement: "a finite amount greater than 0".into(),
-            });
+            }));
             return None;
         }
         Some(value)
@@ -327,18 +334,18 @@ impl Ctx<'_> {
         let resolved = match loader.resolve(&from, path) {
             Ok(r) => r,
             Err(crate::resolve::loader::ResolveError::OutsideRoot) => {
-                self.error(Error::ImportOutsideRoot { span, path: path.into() });
+                self.error(Error::Import(ImportError::ImportOutsideRoot { span, path: path.into() }));
                 return None;
             }
             Err(crate::resolve::loader::ResolveError::NotFound(reason)) => {
-                self.error(Error::FileNotFound { span, path: path.into(), reason });
+                self.error(Error::Import(ImportError::FileNotFound { span, path: path.into(), reason }));
                 return None;
             }
         };
         match loader.read(&resolved.key).map(|b| String::from_utf8_lossy(&b).into_owned()) {
             Ok(text) => Some(Val::File(resolved.display, text)),
             Err(reason) => {
-                self.error(Error::FileNotFound { span, path: path.into(), reason });
+                self.error(Error::Import(ImportError::FileNotFound { span, path: path.into(), reason }));
                 None
             }
         }
@@ -357,13 +364,13 @@ impl Ctx<'_> {
                 .map(|(n, _)| n.as_str());
             let suggestion = did_you_mean(&name.name, candidates);
             let import_from = super::stdlib_home(&name.name, kinds);
-            self.error(Error::UnknownName {
+            self.error(Error::Import(ImportError::UnknownName {
                 span: name.span,
                 name: name.name.clone(),
                 expected: kind_word(kinds),
                 suggestion,
                 import_from,
-            });
+            }));
             return None;
         };
         if let Some(import) = binding.import {
@@ -371,12 +378,12 @@ impl Ctx<'_> {
         }
         let def = self.program.definition(binding.def);
         if !kinds.contains(&def.kind) {
-            self.error(Error::WrongType {
+            self.error(Error::Field(FieldError::WrongType {
                 span: name.span,
                 expected: format!("a {} definition", kind_word(kinds)),
                 found: format!("{} `{}`", def.kind.keyword(), name.name),
                 defined_at: Some(def.name.span),
-            });
+            }));
             return None;
         }
         Some(binding.def)

@@ -1,21 +1,22 @@
-//! The checker: from a loaded [`Program`] to a checked [`spec::Plan`], or every error found.
+//! The checker: from a loaded [`Program`] to a checked [`Plan`](crate::plan::Plan), or every error found.
 //! Definitions are checked in the module that defines them; the plan's own sections, the
 //! cut, schedule and owner are checked in the root module, then the algebra's rules (`rules`).
 
+mod cut;
 pub mod fields;
 mod plan;
 mod rules;
+mod schedule;
 pub mod schema;
-pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ast::{DefKind, Item};
-use crate::error::Error;
+use crate::error::{Error, FieldError, ImportError, Warning};
+use crate::plan::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
 use crate::resolve::{DefId, Program};
 use crate::span::Span;
 use fields::Fields;
-use spec::{Arch, ArchKind, Attention, Decoder, Encoder, Hardware, Link, Mla, Mlp, Moe, Plan};
 
 /// Events per step (stages × microbatches × compute events each) past which a build is
 /// refused: about three million instructions, the most a build handles in linear time and a
@@ -62,7 +63,7 @@ pub fn check(program: &Program, loader: Option<&dyn crate::resolve::loader::Load
         if let Some(ast) = &module.ast {
             for item in &ast.items {
                 if let Some(what) = plan_item(item) {
-                    ctx.error(Error::PlanInLibrary { span: item.span(), what });
+                    ctx.error(Error::Import(ImportError::PlanInLibrary { span: item.span(), what }));
                 }
             }
         }
@@ -131,13 +132,13 @@ fn plan_item(item: &Item) -> Option<&'static str> {
 
 /// The standard-library module and name of a definition of `kinds` called `name`, or else
 /// of the one whose name is closest, for "import it" help: names not imported count too.
-pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<(String, String)> {
+pub fn stdlib_home(name: &str, kinds: &[DefKind]) -> Option<(&'static str, String)> {
     let of_kind = || crate::resolve::stdlib::index().iter().filter(|(_, _, k)| kinds.contains(k));
     let found = of_kind()
         .find(|(_, n, _)| n == name)
         .map(|(_, n, _)| n.clone())
         .or_else(|| crate::suggest::did_you_mean_or_longer(name, of_kind().map(|(_, n, _)| n.as_str())))?;
-    of_kind().find(|(_, n, _)| *n == found).map(|(m, n, _)| (m.to_string(), n.clone()))
+    of_kind().find(|(_, n, _)| *n == found).map(|(m, n, _)| (*m, n.clone()))
 }
 
 impl Ctx<'_> {
@@ -191,20 +192,20 @@ impl Ctx<'_> {
         };
         if attention.kv_heads > heads || heads % attention.kv_heads != 0 {
             let span = f.span("kv_heads").unwrap_or(name_span);
-            self.error(Error::OutOfRange {
+            self.error(Error::Field(FieldError::OutOfRange {
                 span,
                 what: "`kv_heads`".into(),
                 requirement: format!("a divisor of heads ({heads})"),
-            });
+            }));
             return None;
         }
         if f.count("head_dim").is_none() && hidden % heads != 0 {
-            self.error(Error::MissingField {
+            self.error(Error::Field(FieldError::MissingField {
                 span: name_span,
                 field: "head_dim".into(),
                 context: schema::of_definition(kind).context.into(),
                 hint: "128;".into(),
-            });
+            }));
             return None;
         }
         let mlp = |default| match f.choice("mlp") {
@@ -217,12 +218,12 @@ impl Ctx<'_> {
                 (Some(w), full) => Some((w, full.unwrap_or(0))),
                 (None, Some(_)) => {
                     let span = f.span("full_attention_layers").unwrap_or(name_span);
-                    self.error(Error::MissingField {
+                    self.error(Error::Field(FieldError::MissingField {
                         span,
                         field: "window".into(),
                         context: "`encoder`".into(),
                         hint: "64;".into(),
-                    });
+                    }));
                     return None;
                 }
                 (None, None) => None,
@@ -266,11 +267,11 @@ impl Ctx<'_> {
                 && m.top_k > m.experts
             {
                 let span = f.block("moe").and_then(|b| b.span("top_k")).unwrap_or(name_span);
-                self.error(Error::OutOfRange {
+                self.error(Error::Field(FieldError::OutOfRange {
                     span,
                     what: "`top_k`".into(),
                     requirement: format!("at most experts ({})", m.experts),
-                });
+                }));
                 return None;
             }
             ArchKind::Decoder(Decoder {
@@ -295,7 +296,7 @@ impl Ctx<'_> {
                 if let Some(span) = binding.import
                     && !self.used.contains(&span)
                 {
-                    warnings.push(Error::UnusedImport { span, name: name.clone() });
+                    warnings.push(Error::Warning(Warning::UnusedImport { span, name: name.clone() }));
                 }
             }
         }

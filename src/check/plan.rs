@@ -1,26 +1,14 @@
-//! The root module as a plan: its model, cluster, batch, cut, schedule, owner and targets.
+//! The root module as a plan: its sections found once each, the model, cluster and batch
+//! checked here, the cut (`cut.rs`) and the schedule, owner and targets (`schedule.rs`)
+//! checked beside, then the algebra's rules over all of them (`rules.rs`).
 
-use super::Ctx;
 use super::fields::Fields;
-use super::schema;
-use super::spec::{Batch, Cluster, Model, Part, Plan, Recompute, RegionSchedule, TARGETS, TargetSpec};
-use super::{TRANSPOSE_ONLY, TransposeSpans};
-use crate::algebra::skeleton::{self, ParamKind};
-use crate::algebra::{Chunks, Cut, Fill, OwnerSpec, Region, Skeleton};
+use super::{Ctx, rules, schema};
 use crate::ast::{self, DefKind, Item, ValueKind};
-use crate::error::Error;
-use std::ops::Range;
-
+use crate::error::{Error, FieldError};
+use crate::plan::{Batch, Cluster, Model, Part, Plan, Recompute};
 use crate::span::Span;
 use crate::suggest::did_you_mean;
-
-/// One segment of a cut, resolved: the part, its layers within the part and in the model.
-struct Piece {
-    part: usize,
-    local: Range<u64>,
-    global: Range<u64>,
-    span: Span,
-}
 
 /// The plan's statements, each with the span of its first occurrence.
 #[derive(Default)]
@@ -43,7 +31,7 @@ fn keep<'a, T>(
     section: &'static str,
 ) {
     match slot {
-        Some(prev) => ctx.error(Error::DuplicateSection { span, section, first: first(prev) }),
+        Some(prev) => ctx.error(Error::Field(FieldError::DuplicateSection { span, section, first: first(prev) })),
         None => *slot = Some(item),
     }
 }
@@ -82,7 +70,7 @@ impl Ctx<'_> {
         let file_start = Span::new(root.file, 0, 0);
         let missing = |ctx: &mut Ctx, present: bool, section: &'static str, example: &'static str| {
             if !present {
-                ctx.error(Error::MissingSection { span: file_start, section, example });
+                ctx.error(Error::Field(FieldError::MissingSection { span: file_start, section, example }));
             }
         };
         missing(self, s.model.is_some(), "model", "model name { part = architecture; }");
@@ -127,21 +115,21 @@ impl Ctx<'_> {
         let mut complete = true;
         for entry in &def.body.entries {
             let ast::Entry::Field(field) = entry else {
-                self.error(Error::WrongType {
+                self.error(Error::Field(FieldError::WrongType {
                     span: entry.span(),
                     expected: "a part `name = architecture;`".into(),
                     found: "a block".into(),
                     defined_at: None,
-                });
+                }));
                 complete = false;
                 continue;
             };
             if let Some(first) = parts.iter().find(|p| p.name == field.key.name) {
-                self.error(Error::DuplicateField {
+                self.error(Error::Field(FieldError::DuplicateField {
                     span: field.key.span,
                     field: field.key.name.clone(),
                     first: first.span,
-                });
+                }));
                 complete = false;
                 continue;
             }
@@ -150,12 +138,12 @@ impl Ctx<'_> {
                 ValueKind::Instance { base, body } => (base, Some(body)),
                 _ => {
                     let found = super::fields::describe(&field.value);
-                    self.error(Error::WrongType {
+                    self.error(Error::Field(FieldError::WrongType {
                         span: field.value.span,
                         expected: "an architecture name".into(),
                         found,
                         defined_at: None,
-                    });
+                    }));
                     complete = false;
                     continue;
                 }
@@ -182,12 +170,12 @@ impl Ctx<'_> {
                     } else {
                         let names = schema::PART.fields.iter().chain(arch_schema.fields).map(|f| f.name);
                         let suggestion = did_you_mean(key, names);
-                        self.error(Error::UnknownField {
+                        self.error(Error::Field(FieldError::UnknownField {
                             span: entry.key().span,
                             field: key.clone(),
                             context: "a model part".into(),
                             suggestion,
-                        });
+                        }));
                         complete = false;
                     }
                 }
@@ -223,7 +211,7 @@ impl Ctx<'_> {
             });
         }
         if def.body.entries.is_empty() {
-            self.error(Error::EmptyModel { span: def.name.span, name: def.name.name.clone() });
+            self.error(Error::Field(FieldError::EmptyModel { span: def.name.span, name: def.name.name.clone() }));
             return None;
         }
         complete.then(|| Model { name: def.name.name.clone(), parts })
@@ -258,11 +246,11 @@ impl Ctx<'_> {
             (Some((name, text)), Some(span)) => match parse_histogram(text) {
                 Ok(h) => h,
                 Err(line) => {
-                    self.error(Error::OutOfRange {
+                    self.error(Error::Field(FieldError::OutOfRange {
                         span,
                         what: format!("line {line} of `{name}`"),
                         requirement: "`tokens,weight` with a whole number of tokens and a weight above 0".into(),
-                    });
+                    }));
                     return None;
                 }
             },
@@ -276,432 +264,7 @@ impl Ctx<'_> {
             histogram,
         })
     }
-
-    /// Regions over the global layer numbering; order, overlap and coverage are checked here.
-    fn cut(&mut self, stmt: &ast::CutStmt, def: &ast::Definition, model: &Model) -> Option<Cut> {
-        let mut offsets = Vec::with_capacity(model.parts.len());
-        let mut total = 0;
-        for p in &model.parts {
-            offsets.push(total);
-            total += p.arch.layers();
-        }
-        // First resolve every segment to global layers, reporting unknown parts and ranges.
-        let mut resolved: Vec<Vec<Piece>> = Vec::new();
-        let mut ok = true;
-        for region in &stmt.regions {
-            let mut segments = Vec::new();
-            for seg in &region.segments {
-                let Some(index) = model.parts.iter().position(|p| p.name == seg.part.name) else {
-                    let suggestion = did_you_mean(&seg.part.name, model.parts.iter().map(|p| p.name.as_str()));
-                    let (span, name, model) = (seg.part.span, seg.part.name.clone(), def.name.span);
-                    self.error(Error::UnknownPart { span, name, model, suggestion });
-                    ok = false;
-                    continue;
-                };
-                let layers = model.parts[index].arch.layers();
-                let range = match &seg.range {
-                    None => 0..layers,
-                    Some(r) if r.start >= r.end || r.end > layers => {
-                        let detail = if r.start >= r.end {
-                            format!("{}..{} is empty", r.start, r.end)
-                        } else {
-                            format!("ends at {}, past the last layer", r.end)
-                        };
-                        self.error(Error::BadLayerRange { span: r.span, part: seg.part.name.clone(), layers, detail });
-                        ok = false;
-                        continue;
-                    }
-                    Some(r) => r.start..r.end,
-                };
-                let global = offsets[index] + range.start..offsets[index] + range.end;
-                segments.push(Piece { part: index, local: range, global, span: seg.span });
-            }
-            resolved.push(segments);
-        }
-        if !ok {
-            return None;
-        }
-        // Then order and overlap, then coverage: a cut in the wrong order also leaves gaps,
-        // and the order is the mistake to name.
-        let flat: Vec<&Piece> = resolved.iter().flatten().collect();
-        for pair in flat.windows(2) {
-            let (Piece { part: pa, global: a, span: a_span, .. }, Piece { part: pb, global: b, span: b_span, .. }) =
-                (pair[0], pair[1]);
-            if b.start < a.end {
-                let detail = if pb < pa {
-                    format!("`{}` comes before `{}` in the model", model.parts[*pb].name, model.parts[*pa].name)
-                } else {
-                    "overlaps the layers before it".to_string()
-                };
-                self.error(Error::CutOutOfOrder { span: *b_span, previous: *a_span, detail });
-                return None;
-            }
-        }
-        let mut next = 0;
-        for Piece { global, span, .. } in &flat {
-            if global.start > next {
-                let missing = describe_layers(model, &offsets, next..global.start);
-                self.error(Error::CutIncomplete { span: *span, missing, fix: None });
-                ok = false;
-            }
-            next = global.end;
-        }
-        if ok && next < total {
-            let missing = describe_layers(model, &offsets, next..total);
-            let fix = full_cut(self, stmt, model, &offsets, next).map(|text| (stmt.span, text));
-            let span = stmt.regions.last().map(|r| r.span).unwrap_or(stmt.span);
-            self.error(Error::CutIncomplete { span, missing, fix });
-            ok = false;
-        }
-        let regions = stmt
-            .regions
-            .iter()
-            .zip(resolved)
-            .map(|(region, segments)| Region {
-                name: source_text(self, region.span),
-                layers: segments.first().map_or(0, |s| s.global.start)..segments.last().map_or(0, |s| s.global.end),
-                segments: segments.into_iter().map(|p| (p.part, p.local)).collect(),
-            })
-            .collect();
-        ok.then_some(Cut { regions })
-    }
-
-    fn schedule(&mut self, stmt: &ast::ScheduleStmt) -> Option<Vec<RegionSchedule>> {
-        let mut out = Vec::new();
-        let mut ok = true;
-        for expr in &stmt.skeletons {
-            match self.skeleton(expr) {
-                Some(s) => out.push(s),
-                None => ok = false,
-            }
-        }
-        ok.then_some(out)
-    }
-
-    fn skeleton(&mut self, expr: &ast::SkeletonExpr) -> Option<RegionSchedule> {
-        let name = &expr.name.name;
-        let Some(def) = skeleton::lookup(name) else {
-            let suggestion = did_you_mean(name, skeleton::NAMES.iter().copied());
-            self.error(Error::UnknownSkeleton { span: expr.name.span, name: name.clone(), suggestion });
-            return None;
-        };
-        let bad = |ctx: &mut Ctx, span: Span, message: String, help: String| {
-            ctx.error(Error::BadSkeletonArgument { span, skeleton: def.name.into(), message, help });
-        };
-        let mut values: Vec<Option<(&ast::Value, Span)>> = vec![None; def.params.len()];
-        let mut ok = true;
-        for (position, arg) in expr.args.iter().flatten().enumerate() {
-            let index = match &arg.name {
-                Some(n) => match def.params.iter().position(|p| p.name == n.name) {
-                    Some(i) => i,
-                    None if TRANSPOSE_ONLY.contains(&n.name.as_str()) => {
-                        self.error(Error::TransposeOnlyArgument {
-                            span: arg.span,
-                            name: n.name.clone(),
-                            skeleton: def.name.into(),
-                        });
-                        ok = false;
-                        continue;
-                    }
-                    None => {
-                        let names: Vec<&str> = def.params.iter().map(|p| p.name).collect();
-                        let help = match did_you_mean(&n.name, names.iter().copied()) {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None => format!("`{}` takes: {}", def.name, names.join(", ")),
-                        };
-                        bad(self, n.span, format!("no parameter `{}`", n.name), help);
-                        ok = false;
-                        continue;
-                    }
-                },
-                None if position < def.params.len() => position,
-                None => {
-                    bad(
-                        self,
-                        arg.span,
-                        "too many arguments".into(),
-                        format!(
-                            "`{}` takes at most {}",
-                            def.name,
-                            crate::error::count(def.params.len() as u64, "argument")
-                        ),
-                    );
-                    ok = false;
-                    continue;
-                }
-            };
-            if values[index].is_some() {
-                bad(
-                    self,
-                    arg.span,
-                    format!("`{}` given twice", def.params[index].name),
-                    "give each parameter once".into(),
-                );
-                ok = false;
-                continue;
-            }
-            values[index] = Some((&arg.value, arg.span));
-        }
-        let mut counts = Vec::new();
-        let mut split = None;
-        let mut fill = Fill::Slack;
-        let mut chunks = (Chunks::Auto, None);
-        let mut lookahead = (false, None);
-        for (param, given) in def.params.iter().zip(values) {
-            match (&param.kind, given) {
-                (ParamKind::Count { default, .. }, None) => match default {
-                    Some(d) => counts.push(*d),
-                    None => {
-                        bad(
-                            self,
-                            expr.span,
-                            format!("missing `{}`", param.name),
-                            format!("write `{}({})`: {}", def.name, 2, param.doc),
-                        );
-                        ok = false;
-                    }
-                },
-                (ParamKind::Count { min, .. }, Some((value, span))) => match &value.kind {
-                    ValueKind::Number(q)
-                        if q.unit.is_none()
-                            && q.value.fract() == 0.0
-                            && q.value >= *min as f64
-                            && q.value <= 1024.0 =>
-                    {
-                        counts.push(q.value as u64)
-                    }
-                    _ => {
-                        bad(
-                            self,
-                            span,
-                            format!("`{}` must be a whole number from {min} to 1024", param.name),
-                            format!("{}: {}", param.name, param.doc),
-                        );
-                        ok = false;
-                    }
-                },
-                (ParamKind::Choice { .. }, None) => {}
-                (ParamKind::Choice { choices, .. }, Some((value, span))) => match &value.kind {
-                    ValueKind::Name(n) if choices.contains(&n.name.as_str()) => {
-                        fill = if n.name == "prefix" { Fill::Prefix } else { Fill::Slack };
-                    }
-                    _ => {
-                        bad(
-                            self,
-                            span,
-                            format!("`{}` must be one of {}", param.name, choices.join(", ")),
-                            param.doc.into(),
-                        );
-                        ok = false;
-                    }
-                },
-                (ParamKind::CountOrAuto | ParamKind::Lookahead, None) => {}
-                (ParamKind::CountOrAuto, Some((value, span))) => match &value.kind {
-                    ValueKind::Name(n) if n.name == "auto" => chunks = (Chunks::Auto, Some(span)),
-                    ValueKind::Number(q) if q.unit.is_none() && q.value.fract() == 0.0 && q.value >= 1.0 => {
-                        chunks = (Chunks::Fixed(q.value.min(f64::from(u32::MAX)) as u32), Some(span))
-                    }
-                    _ => {
-                        self.error(Error::ChunksOutOfRange { span, layers: None });
-                        ok = false;
-                    }
-                },
-                (ParamKind::Lookahead, Some((value, span))) => match &value.kind {
-                    ValueKind::Number(q) if q.unit.is_none() && (q.value == 0.0 || q.value == 1.0) => {
-                        lookahead = (q.value == 1.0, Some(span))
-                    }
-                    _ => {
-                        self.error(Error::LookaheadOutOfRange { span });
-                        ok = false;
-                    }
-                },
-                (ParamKind::Split, None) => {}
-                (ParamKind::Split, Some((value, span))) => match &value.kind {
-                    ValueKind::List(items) if !items.is_empty() => {
-                        let mut layers = Vec::new();
-                        for item in items {
-                            match &item.kind {
-                                ValueKind::Number(q) => match self.count(item.span, q, 1) {
-                                    Some(n) => layers.push(n),
-                                    None => ok = false,
-                                },
-                                _ => {
-                                    bad(
-                                        self,
-                                        item.span,
-                                        "expected a layer count".into(),
-                                        "write the layers of each stage: `split = [6, 6, 6, 6]`".into(),
-                                    );
-                                    ok = false;
-                                }
-                            }
-                        }
-                        split = Some((layers, span));
-                    }
-                    _ => {
-                        bad(
-                            self,
-                            span,
-                            "`split` must be a non-empty list".into(),
-                            "write the layers of each stage: `split = [6, 6, 6, 6]`".into(),
-                        );
-                        ok = false;
-                    }
-                },
-            }
-        }
-        if !ok {
-            return None;
-        }
-        let v = counts.first().copied().unwrap_or(1) as u32;
-        let skeleton = match def.name {
-            "gpipe" => Skeleton::Gpipe,
-            "1f1b" => Skeleton::OneFOneB,
-            "interleaved" => Skeleton::Interleaved { v },
-            "zb1p" => Skeleton::Zb1p { v },
-            "zbv" => Skeleton::Zbv,
-            "dualpipev" => Skeleton::DualPipeV,
-            "transpose" => Skeleton::Transpose { fill, chunks: chunks.0, lookahead: lookahead.0 },
-            other => unreachable!("skeleton table and constructor disagree on {other}"),
-        };
-        self.split_spans.push(split.as_ref().map(|(_, s)| *s));
-        self.transpose_spans.push(TransposeSpans { chunks: chunks.1, lookahead: lookahead.1 });
-        Some(RegionSchedule { skeleton, split: split.map(|(l, _)| l), span: expr.span })
-    }
-
-    fn owner(&mut self, stmt: &ast::OwnerStmt) -> Option<OwnerSpec> {
-        match &stmt.spec.kind {
-            ValueKind::Name(n) => match n.name.as_str() {
-                "by_microbatch" => Some(OwnerSpec::ByMicrobatch),
-                "round_robin" => Some(OwnerSpec::RoundRobin),
-                other => {
-                    let choices = crate::algebra::owner::STRATEGIES;
-                    let suggestion = did_you_mean(other, choices.iter().copied());
-                    self.error(Error::InvalidChoice {
-                        span: n.span,
-                        what: "owner map".into(),
-                        found: other.into(),
-                        choices: choices.to_vec(),
-                        suggestion,
-                    });
-                    None
-                }
-            },
-            ValueKind::List(items) => {
-                let mut ranks = Vec::new();
-                for item in items {
-                    match &item.kind {
-                        ValueKind::Number(q) => ranks.push(self.count(item.span, q, 0)?),
-                        _ => {
-                            self.error(Error::WrongType {
-                                span: item.span,
-                                expected: "a rank number".into(),
-                                found: super::fields::describe(item),
-                                defined_at: None,
-                            });
-                            return None;
-                        }
-                    }
-                }
-                Some(OwnerSpec::Explicit(ranks))
-            }
-            _ => unreachable!("grammar: owner is a name or a list"),
-        }
-    }
-
-    fn targets(&mut self, stmt: &ast::TargetStmt) -> Vec<TargetSpec> {
-        let mut out: Vec<TargetSpec> = Vec::new();
-        for t in &stmt.targets {
-            let name = &t.name.name;
-            if !TARGETS.contains(&name.as_str()) {
-                let suggestion = did_you_mean(name, TARGETS.iter().copied());
-                self.error(Error::UnknownTarget {
-                    span: t.name.span,
-                    name: name.clone(),
-                    suggestion,
-                    targets: &TARGETS,
-                });
-                continue;
-            }
-            let nearest = match &t.option {
-                None => false,
-                Some(o) if o.name == "nearest" => true,
-                Some(o) => {
-                    self.error(Error::InvalidChoice {
-                        span: o.span,
-                        what: "target option".into(),
-                        found: o.name.clone(),
-                        choices: vec!["nearest"],
-                        suggestion: did_you_mean(&o.name, ["nearest"]),
-                    });
-                    continue;
-                }
-            };
-            match out.iter_mut().find(|o| &o.name == name) {
-                Some(seen) => seen.nearest |= nearest,
-                None => out.push(TargetSpec { name: name.clone(), nearest, span: Some(t.span) }),
-            }
-        }
-        out
-    }
 }
-
-fn source_text(ctx: &Ctx, span: Span) -> String {
-    ctx.program.sources.text(span).split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// "layers 32..36 of `llm`", for a gap in the cut.
-fn describe_layers(model: &Model, offsets: &[u64], gap: std::ops::Range<u64>) -> String {
-    let mut pieces = Vec::new();
-    for (i, p) in model.parts.iter().enumerate() {
-        let (s, e) = (offsets[i], offsets[i] + p.arch.layers());
-        let (a, b) = (gap.start.max(s), gap.end.min(e));
-        if a < b {
-            if a == s && b == e {
-                pieces.push(format!("`{}`", p.name));
-            } else {
-                pieces.push(format!("layers {}..{} of `{}`", a - s, b - s, p.name));
-            }
-        }
-    }
-    pieces.join(", ")
-}
-
-/// The cut written with its last region extended to the end of the model, when the gap is
-/// only at the end: the mechanical fix for a cut that stops early.
-fn full_cut(ctx: &Ctx, stmt: &ast::CutStmt, model: &Model, offsets: &[u64], covered: u64) -> Option<String> {
-    let last = stmt.regions.last()?;
-    let mut text = source_text(ctx, last.span);
-    for (i, p) in model.parts.iter().enumerate() {
-        let (s, e) = (offsets[i], offsets[i] + p.arch.layers());
-        if e <= covered {
-            continue;
-        }
-        if s < covered {
-            // The last segment ends inside this part: widen its range to the part's end.
-            let seg = last.segments.last()?;
-            let range = seg.range.as_ref()?;
-            let old = format!("{}[{}..{}]", seg.part.name, range.start, range.end);
-            if !text.ends_with(&old) {
-                return None;
-            }
-            text.truncate(text.len() - old.len());
-            text.push_str(&if range.start == 0 {
-                p.name.clone()
-            } else {
-                format!("{}[{}..{}]", p.name, range.start, p.arch.layers())
-            });
-        } else {
-            text.push_str(&format!(" + {}", p.name));
-        }
-    }
-    let mut regions: Vec<String> =
-        stmt.regions[..stmt.regions.len() - 1].iter().map(|r| source_text(ctx, r.span)).collect();
-    regions.push(text);
-    Some(format!("cut {};", regions.join(" | ")))
-}
-
-use super::rules;
 
 /// `tokens,weight` lines (a header line and `#` comments allowed); `Err` carries the 1-based
 /// number of the first bad line.

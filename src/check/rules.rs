@@ -3,11 +3,11 @@
 //! it reads checked out, so a mistake in the cut does not hide one in the cluster.
 
 use super::Ctx;
-use super::spec::{Batch, Cluster, Model, RegionSchedule};
 use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Cut, Layout, OwnerSpec};
 use crate::ast;
-use crate::error::Error;
+use crate::error::{ClusterError, Error, FieldError, ScheduleError, Warning};
+use crate::plan::{Batch, Cluster, Model, RegionSchedule};
 use crate::span::Span;
 
 /// What checked out of a plan, each checked value with its source.
@@ -36,12 +36,12 @@ impl Ctx<'_> {
         }
         let (Some((cut, cut_stmt)), Some((schedule, schedule_stmt))) = (parts.cut, parts.schedule) else { return };
         if cut_stmt.regions.len() != schedule_stmt.skeletons.len() {
-            self.error(Error::ScheduleArity {
+            self.error(Error::Schedule(ScheduleError::ScheduleArity {
                 span: schedule_stmt.span,
                 cut: cut_stmt.span,
                 regions: cut_stmt.regions.len(),
                 skeletons: schedule_stmt.skeletons.len(),
-            });
+            }));
             return;
         }
         let layouts: Vec<Layout> = schedule.iter().map(|s| s.skeleton.layout()).collect();
@@ -73,12 +73,12 @@ impl Ctx<'_> {
             }
             if let Err(e) = sched.skeleton.check_microbatches(p, m) {
                 let (message, help) = (e.message, e.help);
-                self.error(Error::MicrobatchesIncompatible {
+                self.error(Error::Schedule(ScheduleError::MicrobatchesIncompatible {
                     span: microbatch_span,
                     skeleton: skeleton_span,
                     message,
                     help,
-                });
+                }));
             }
         }
         if let Some((body, chunks)) = body_skeleton(&sharded_skeletons(schedule)) {
@@ -90,22 +90,26 @@ impl Ctx<'_> {
                 && let Err(e) = body.check_microbatches(p, m)
             {
                 let span = schedule_stmt.span;
-                self.error(Error::MicrobatchesIncompatible {
+                self.error(Error::Schedule(ScheduleError::MicrobatchesIncompatible {
                     span: microbatch_span,
                     skeleton: span,
                     message: e.message,
                     help: e.help,
-                });
+                }));
             }
             let stages = p.saturating_mul(u64::from(chunks));
             let halves = if body.splits_backward() { 3 } else { 2 };
             let events = stages.saturating_mul(m).saturating_mul(halves).saturating_add(m.saturating_mul(2));
             if events > super::MAX_EVENTS {
-                self.error(Error::TooLarge { span: microbatch_span, events, limit: super::MAX_EVENTS });
+                self.error(Error::Cluster(ClusterError::TooLarge {
+                    span: microbatch_span,
+                    events,
+                    limit: super::MAX_EVENTS,
+                }));
             }
         }
         if m < p && layouts.contains(&Layout::Sharded) {
-            self.error(Error::FewMicrobatches { span: microbatch_span, microbatches: m, ranks: p });
+            self.error(Error::Warning(Warning::FewMicrobatches { span: microbatch_span, microbatches: m, ranks: p }));
         }
     }
 
@@ -116,20 +120,24 @@ impl Ctx<'_> {
             let crate::algebra::Skeleton::Transpose { chunks, lookahead, fill } = sched.skeleton else { continue };
             let spans = self.transpose_spans.get(i).copied().unwrap_or_default();
             if let (true, crate::algebra::Fill::Prefix, Some(span)) = (lookahead, fill, spans.lookahead) {
-                self.error(Error::LookaheadPrefix { span, skeleton: sched.span });
+                self.error(Error::Schedule(ScheduleError::LookaheadPrefix { span, skeleton: sched.span }));
             }
             let region = &cut.regions[i];
             let layers = region.layers.end - region.layers.start;
             if let (crate::algebra::Chunks::Fixed(n), Some(span)) = (chunks, spans.chunks)
                 && u64::from(n) > layers
             {
-                self.error(Error::ChunksOutOfRange { span, layers: Some(layers) });
+                self.error(Error::Schedule(ScheduleError::ChunksOutOfRange { span, layers: Some(layers) }));
             }
             let Some(model) = model else { continue };
             let trainable = region.segments.iter().find(|(part, _)| !model.parts[*part].frozen);
             if let (true, Some(span), Some((part, _))) = (lookahead, spans.lookahead, trainable) {
                 let part = &model.parts[*part];
-                self.error(Error::LookaheadTrainable { span, part: part.name.clone(), part_span: part.span });
+                self.error(Error::Schedule(ScheduleError::LookaheadTrainable {
+                    span,
+                    part: part.name.clone(),
+                    part_span: part.span,
+                }));
             }
         }
     }
@@ -140,12 +148,12 @@ impl Ctx<'_> {
         let sharded_at = |i: usize| schedule.get(i).is_some_and(|s| s.skeleton.layout() == Layout::Sharded);
         for (i, s) in schedule.iter().enumerate() {
             if i > 0 && s.skeleton.layout() == Layout::Replicated && sharded_at(i - 1) && sharded_at(i + 1) {
-                self.error(Error::UnsupportedArrangement {
+                self.error(Error::Schedule(ScheduleError::UnsupportedArrangement {
                     span: cut.regions[i].span,
                     message: "a replicated region between sharded regions".into(),
                     label: "replicated, inside the pipeline".into(),
                     help: "a replicated region comes first (an encoder at the source) or last (at the sink): move it to an end of the cut, or make it sharded".into(),
-                });
+                }));
             }
         }
         let sharded = sharded_skeletons(schedule);
@@ -156,12 +164,12 @@ impl Ctx<'_> {
                 .filter(|(s, _)| s.skeleton.layout() == Layout::Sharded)
                 .map(|(_, e)| e.span)
                 .collect();
-            self.error(Error::UnsupportedArrangement {
+            self.error(Error::Schedule(ScheduleError::UnsupportedArrangement {
                 span: spans[1..].iter().copied().fold(spans[1], Span::to),
                 message: "sharded regions with different skeletons".into(),
                 label: format!("differs from `{}`", sharded[0]),
                 help: "sharded regions share the pipeline ranks and run as one pipeline: give them the same skeleton (zbv and dualpipev take a single sharded region)".into(),
-            });
+            }));
         }
     }
 
@@ -175,35 +183,41 @@ impl Ctx<'_> {
                 .filter(|s| s.file == spans[0].file)
                 .reduce(Span::to)
                 .unwrap_or(section.keyword_span);
-            self.error(Error::DeviceProduct { span, devices: c.devices, pp: c.pp, dp: c.dp, tp: c.tp });
+            self.error(Error::Cluster(ClusterError::DeviceProduct {
+                span,
+                devices: c.devices,
+                pp: c.pp,
+                dp: c.dp,
+                tp: c.tp,
+            }));
         }
         if !c.dp.is_multiple_of(c.ep) {
             let span = field_span(section, "ep").unwrap_or(section.keyword_span);
-            self.error(Error::OutOfRange {
+            self.error(Error::Field(FieldError::OutOfRange {
                 span,
                 what: "`ep`".into(),
                 requirement: format!("a divisor of dp ({})", c.dp),
-            });
+            }));
         }
     }
 
     fn batch_rules(&mut self, batch: &Batch, section: &ast::Section, model: Option<&Model>) {
         let m = batch.microbatches;
         if batch.image_tokens.len() > 1 && batch.image_tokens.len() as u64 != m {
-            self.error(Error::OutOfRange {
+            self.error(Error::Field(FieldError::OutOfRange {
                 span: field_span(section, "image_tokens").unwrap_or(section.keyword_span),
                 what: "the list of `image_tokens`".into(),
                 requirement: format!("one entry per microbatch ({m})"),
-            });
+            }));
         }
         let has_encoder = model.is_some_and(|model| model.parts.iter().any(|p| p.arch.is_encoder()));
         if has_encoder && batch.image_tokens.is_empty() {
-            self.error(Error::MissingField {
+            self.error(Error::Field(FieldError::MissingField {
                 span: section.keyword_span,
                 field: "image_tokens".into(),
                 context: "`batch`".into(),
                 hint: "4096; // encoder tokens per sequence".into(),
-            });
+            }));
         }
     }
 
@@ -222,15 +236,15 @@ impl Ctx<'_> {
                 let merged = merged_cut(self, cut, layouts);
                 let fix = normal_form_fix(self, (cut, &merged), schedule, layouts);
                 let (first, second) = (cut.regions[i - 1].span, cut.regions[i].span);
-                self.error(Error::AdjacentReplicated { first, second, merged, fix });
+                self.error(Error::Schedule(ScheduleError::AdjacentReplicated { first, second, merged, fix }));
             }
         }
         let any_replicated = layouts.contains(&Layout::Replicated);
         if !adjacent && any_replicated && !layouts.contains(&Layout::Sharded) {
-            self.error(Error::ReplicatedWithoutSharded { span: schedule.span });
+            self.error(Error::Schedule(ScheduleError::ReplicatedWithoutSharded { span: schedule.span }));
         }
         if let Some(stmt) = owner.filter(|_| !any_replicated) {
-            self.error(Error::OwnerWithoutReplicated { span: stmt.span });
+            self.error(Error::Schedule(ScheduleError::OwnerWithoutReplicated { span: stmt.span }));
         }
     }
 
@@ -247,46 +261,51 @@ impl Ctx<'_> {
         let stages = p * chunks;
         let layers = region.layers.end - region.layers.start;
         if layers < stages {
-            self.error(Error::TooFewLayers { span: region_span, region: region.name.clone(), layers, stages });
+            self.error(Error::Schedule(ScheduleError::TooFewLayers {
+                span: region_span,
+                region: region.name.clone(),
+                layers,
+                stages,
+            }));
         }
         let Some(split) = &sched.split else { return };
         let sum: u64 = split.iter().sum();
         if split.len() as u64 != stages {
-            self.error(Error::BadSplit {
+            self.error(Error::Schedule(ScheduleError::BadSplit {
                 span: split_span,
                 message: format!("`split` has {} entries for {stages} stages", split.len()),
                 help: format!(
                     "give one layer count per stage: {p} ranks × {} = {stages}",
                     crate::error::count(chunks, "chunk")
                 ),
-            });
+            }));
         } else if sum != layers {
-            self.error(Error::BadSplit {
+            self.error(Error::Schedule(ScheduleError::BadSplit {
                 span: split_span,
                 message: format!("`split` sums to {sum} layers, region `{}` has {layers}", region.name),
                 help: format!("make the entries add up to {layers}"),
-            });
+            }));
         }
     }
 
     fn explicit_owner(&mut self, ranks: &[u64], stmt: &ast::OwnerStmt, p: u64, m: u64) {
         if ranks.len() as u64 != m {
-            self.error(Error::BadOwner {
+            self.error(Error::Schedule(ScheduleError::BadOwner {
                 span: stmt.spec.span,
                 message: format!("owner list has {} entries for {m} microbatches", ranks.len()),
                 label: format!("expected {m} ranks, one per microbatch"),
                 help: "list the owning rank of every microbatch, in microbatch order".into(),
-            });
+            }));
         }
         let ast::ValueKind::List(items) = &stmt.spec.kind else { return };
         for (rank, item) in ranks.iter().zip(items) {
             if *rank >= p {
-                self.error(Error::BadOwner {
+                self.error(Error::Schedule(ScheduleError::BadOwner {
                     span: item.span,
                     message: format!("rank {rank} does not exist"),
                     label: format!("the pipeline has ranks 0..{p}"),
                     help: format!("use a rank below {p}"),
-                });
+                }));
             }
         }
     }

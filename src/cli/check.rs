@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mpipe::check::spec::Plan;
 use mpipe::driver::{Compiled, Loaded};
+use mpipe::plan::Plan;
 
 use super::loader::{FsLoader, io_reason};
 use super::report::Reporter;

@@ -1,19 +1,30 @@
-//! `mpipec lsp`: a language server over stdio (rust-analyzer's `lsp-server`). Diagnostics on
-//! open and change, hover, go to definition (into the standard library too), completion and
+//! `mpipec lsp`: a language server over stdio (rust-analyzer's `lsp-server`). Parse and check
+//! diagnostics on open and on every change; the build's (derive, simulation, targets) on open,
+//! on save and when typing pauses, on a thread of their own so a change is never kept waiting
+//! behind them. Hover, go to definition (into the standard library too), completion and
 //! formatting, all from the compiler core (`mpipe::ide`, `mpipe::fmt`). Positions are UTF-16,
 //! as LSP says.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use lsp_server::{Connection, Message, Notification, Request, Response};
 use lsp_types as lsp;
 use mpipe::diagnostics::{Diagnostic, Severity};
+use mpipe::ide::diagnostics::{self as ide_diagnostics, Depth};
 use mpipe::resolve::loader::{Loader, ResolveError, Resolved};
 use mpipe::span::{FileId, SourceFile, Span};
 
 use super::loader::FsLoader;
 
+/// How long typing must pause before the build diagnostics run, unless the editor asks for
+/// another delay with `initializationOptions.diagnosticsDelayMs`.
+const BUILD_DELAY: Duration = Duration::from_millis(300);
+
+#[derive(Clone)]
 struct Server {
     /// Open documents by file path, with their text.
     docs: BTreeMap<String, String>,
@@ -99,11 +110,11 @@ impl Server {
         Some(checked.program.modules[module].key.clone())
     }
 
-    fn diagnostics(&self, path: &str) -> Vec<lsp::Diagnostic> {
-        let Some(checked) = self.check(path) else { return Vec::new() };
-        let root = checked.program.root().file;
-        let all = mpipe::all_diagnostics(&checked);
-        all.iter().filter(|d| d.position().is_none_or(|s| s.file == root)).map(|d| self.to_lsp(&checked, d)).collect()
+    /// The open file's diagnostics at `depth`, and whether a build could add to them.
+    fn diagnostics(&self, path: &str, depth: Depth) -> (Vec<lsp::Diagnostic>, bool) {
+        let Some(checked) = self.check(path) else { return (Vec::new(), false) };
+        let all = ide_diagnostics::diagnostics(&checked, depth);
+        (all.iter().map(|d| self.to_lsp(&checked, d)).collect(), ide_diagnostics::builds(&checked))
     }
 
     fn to_lsp(&self, checked: &mpipe::driver::Compiled, d: &Diagnostic) -> lsp::Diagnostic {
@@ -145,15 +156,6 @@ impl Server {
             related_information: (!related.is_empty()).then_some(related),
             ..Default::default()
         }
-    }
-
-    fn publish(&self, connection: &Connection, uri: &lsp::Uri) {
-        let path = path_of(uri);
-        let params =
-            lsp::PublishDiagnosticsParams { uri: uri.clone(), diagnostics: self.diagnostics(&path), version: None };
-        let _ = connection
-            .sender
-            .send(Message::Notification(Notification::new("textDocument/publishDiagnostics".into(), params)));
     }
 
     /// The checked document and the byte offset of an LSP position in it.
@@ -238,11 +240,159 @@ impl Server {
     }
 }
 
-pub fn run() -> u8 {
-    let (connection, io) = Connection::stdio();
-    let capabilities = lsp::ServerCapabilities {
+/// Sends a message to the client, from the main thread or the build thread.
+type Outbox = Arc<dyn Fn(Message) + Send + Sync>;
+
+fn publish(outbox: &Outbox, uri: &lsp::Uri, version: i32, diagnostics: Vec<lsp::Diagnostic>) {
+    let params = lsp::PublishDiagnosticsParams { uri: uri.clone(), diagnostics, version: Some(version) };
+    outbox(Message::Notification(Notification::new("textDocument/publishDiagnostics".into(), params)));
+}
+
+/// The version of each open document, shared with the build thread: a build publishes only
+/// while its version is still the document's, checked and sent under the lock, so a change
+/// (which takes the lock to set its version) always drops the older build's answer.
+type Versions = Arc<Mutex<BTreeMap<String, i32>>>;
+
+/// A build of one document as it was at `version`, over a copy of the open documents.
+struct Job {
+    uri: lsp::Uri,
+    version: i32,
+    server: Server,
+}
+
+/// The build thread. Jobs queued while it was busy are skipped for the newest of each document.
+fn builder(outbox: Outbox, versions: Versions) -> (mpsc::Sender<Job>, JoinHandle<()>) {
+    let (jobs, queue) = mpsc::channel::<Job>();
+    let thread = std::thread::spawn(move || {
+        while let Ok(job) = queue.recv() {
+            let mut newest = BTreeMap::from([(path_of(&job.uri), job)]);
+            newest.extend(queue.try_iter().map(|j| (path_of(&j.uri), j)));
+            for (path, job) in newest {
+                let current = |versions: &BTreeMap<String, i32>| versions.get(&path) == Some(&job.version);
+                if !versions.lock().is_ok_and(|v| current(&v)) {
+                    continue;
+                }
+                let (diagnostics, _) = job.server.diagnostics(&path, Depth::Build);
+                if let Ok(v) = versions.lock()
+                    && current(&v)
+                {
+                    publish(&outbox, &job.uri, job.version, diagnostics);
+                }
+            }
+        }
+    });
+    (jobs, thread)
+}
+
+/// The documents, their versions, and the builds waiting for typing to pause.
+struct Session {
+    server: Server,
+    versions: Versions,
+    /// Per document path: when its build is due, and its URI.
+    due: BTreeMap<String, (Instant, lsp::Uri)>,
+    delay: Duration,
+    outbox: Outbox,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Session {
+    /// A new text for a document: its check diagnostics now, its build after `after`.
+    fn edited(&mut self, uri: &lsp::Uri, version: i32, text: String, after: Duration) {
+        let path = path_of(uri);
+        self.server.docs.insert(path.clone(), text);
+        if let Ok(mut v) = self.versions.lock() {
+            v.insert(path.clone(), version);
+        }
+        let (diagnostics, builds) = self.server.diagnostics(&path, Depth::Check);
+        publish(&self.outbox, uri, version, diagnostics);
+        if builds {
+            self.due.insert(path, (Instant::now() + after, uri.clone()));
+        } else {
+            self.due.remove(&path);
+        }
+    }
+
+    fn saved(&mut self, uri: &lsp::Uri) {
+        let path = path_of(uri);
+        if self.server.docs.contains_key(&path) {
+            self.due.insert(path, (Instant::now(), uri.clone()));
+        }
+    }
+
+    fn closed(&mut self, uri: &lsp::Uri) {
+        let path = path_of(uri);
+        self.server.docs.remove(&path);
+        self.due.remove(&path);
+        if let Ok(mut v) = self.versions.lock() {
+            v.remove(&path);
+        }
+    }
+
+    /// Hands every build that is due to the build thread.
+    fn start_due(&mut self) {
+        let now = Instant::now();
+        let (ready, waiting) = std::mem::take(&mut self.due).into_iter().partition(|(_, (at, _))| *at <= now);
+        self.due = waiting;
+        let versions = self.versions.lock().map(|v| v.clone()).unwrap_or_default();
+        for (path, (_, uri)) in ready {
+            if let Some(&version) = versions.get(&path) {
+                let _ = self.jobs.send(Job { uri, version, server: self.server.clone() });
+            }
+        }
+    }
+
+    fn notification(&mut self, n: Notification) {
+        match n.method.as_str() {
+            "textDocument/didOpen" => {
+                if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params) {
+                    let d = p.text_document;
+                    self.edited(&d.uri, d.version, d.text, Duration::ZERO);
+                }
+            }
+            "textDocument/didChange" => {
+                if let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params)
+                    && let Some(change) = p.content_changes.into_iter().last()
+                {
+                    let d = p.text_document;
+                    self.edited(&d.uri, d.version, change.text, self.delay);
+                }
+            }
+            "textDocument/didSave" => {
+                if let Ok(p) = serde_json::from_value::<lsp::DidSaveTextDocumentParams>(n.params) {
+                    self.saved(&p.text_document.uri);
+                }
+            }
+            "textDocument/didClose" => {
+                if let Ok(p) = serde_json::from_value::<lsp::DidCloseTextDocumentParams>(n.params) {
+                    self.closed(&p.text_document.uri);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The next message, or `None` when the client has gone; starts due builds while waiting.
+    fn next(&mut self, connection: &Connection) -> Option<Message> {
+        loop {
+            let Some(at) = self.due.values().map(|(at, _)| *at).min() else { return connection.receiver.recv().ok() };
+            match connection.receiver.recv_deadline(at) {
+                Ok(message) => return Some(message),
+                Err(e) if e.is_timeout() => self.start_due(),
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+fn capabilities() -> lsp::ServerCapabilities {
+    lsp::ServerCapabilities {
         position_encoding: Some(lsp::PositionEncodingKind::UTF16),
-        text_document_sync: Some(lsp::TextDocumentSyncCapability::Kind(lsp::TextDocumentSyncKind::FULL)),
+        text_document_sync: Some(lsp::TextDocumentSyncCapability::Options(lsp::TextDocumentSyncOptions {
+            open_close: Some(true),
+            change: Some(lsp::TextDocumentSyncKind::FULL),
+            save: Some(lsp::TextDocumentSyncSaveOptions::Supported(true)),
+            ..Default::default()
+        })),
         hover_provider: Some(lsp::HoverProviderCapability::Simple(true)),
         definition_provider: Some(lsp::OneOf::Left(true)),
         completion_provider: Some(lsp::CompletionOptions {
@@ -251,51 +401,47 @@ pub fn run() -> u8 {
         }),
         document_formatting_provider: Some(lsp::OneOf::Left(true)),
         ..Default::default()
-    };
-    let caps = serde_json::to_value(capabilities).expect("capabilities serialise");
-    if connection.initialize(caps).is_err() {
-        return super::EXIT_USAGE;
     }
+}
+
+/// The pause before a build, from the editor's `initializationOptions`.
+fn delay(initialize: &serde_json::Value) -> Duration {
+    initialize["initializationOptions"]["diagnosticsDelayMs"].as_u64().map_or(BUILD_DELAY, Duration::from_millis)
+}
+
+pub fn run() -> u8 {
+    let (connection, io) = Connection::stdio();
+    let caps = serde_json::to_value(capabilities()).expect("capabilities serialise");
+    let Ok(initialize) = connection.initialize(caps) else { return super::EXIT_USAGE };
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    let mut server =
+    let server =
         Server { docs: BTreeMap::new(), stdlib_dir: cache.join("mpipec").join(format!("stdlib-{}", mpipe::VERSION)) };
-    for message in &connection.receiver {
+    let sender = connection.sender.clone();
+    let outbox: Outbox = Arc::new(move |m| {
+        let _ = sender.send(m);
+    });
+    let versions = Versions::default();
+    let (jobs, build_thread) = builder(outbox.clone(), versions.clone());
+    let mut session = Session { server, versions, due: BTreeMap::new(), delay: delay(&initialize), outbox, jobs };
+    while let Some(message) = session.next(&connection) {
         match message {
             Message::Request(req) => {
                 if connection.handle_shutdown(&req).unwrap_or(true) {
                     break;
                 }
-                let result = server.request(&req);
+                let result = session.server.request(&req);
                 let _ = connection.sender.send(Message::Response(Response::new_ok(req.id, result)));
             }
-            Message::Notification(n) => match n.method.as_str() {
-                "textDocument/didOpen" => {
-                    if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params) {
-                        server.docs.insert(path_of(&p.text_document.uri), p.text_document.text);
-                        server.publish(&connection, &p.text_document.uri);
-                    }
-                }
-                "textDocument/didChange" => {
-                    if let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params) {
-                        if let Some(change) = p.content_changes.into_iter().last() {
-                            server.docs.insert(path_of(&p.text_document.uri), change.text);
-                        }
-                        server.publish(&connection, &p.text_document.uri);
-                    }
-                }
-                "textDocument/didClose" => {
-                    if let Ok(p) = serde_json::from_value::<lsp::DidCloseTextDocumentParams>(n.params) {
-                        server.docs.remove(&path_of(&p.text_document.uri));
-                    }
-                }
-                _ => {}
-            },
+            Message::Notification(n) => session.notification(n),
             Message::Response(_) => {}
         }
     }
+    // The writer thread ends when the last sender is gone: the session's, the build thread's.
+    drop(session);
+    let _ = build_thread.join();
     drop(connection);
     let _ = io.join();
     0

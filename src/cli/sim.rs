@@ -90,7 +90,7 @@ fn rank_table(ranks: &[mpipe::sim::report::RankReport]) -> String {
     out
 }
 
-fn human(plan: &mpipe::check::spec::Plan, ir: &mpipe::ir::PlanIr, r: &Report, timeline: &str) -> String {
+fn human(plan: &mpipe::plan::Plan, ir: &mpipe::ir::PlanIr, r: &Report, timeline: &str) -> String {
     let c = &plan.cluster;
     let schedule: Vec<String> = plan.schedule.iter().map(|s| s.skeleton.to_string()).collect();
     let mut out = String::new();

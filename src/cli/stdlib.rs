@@ -28,7 +28,7 @@ fn hardware() {
         "name", "peak bf16", "HBM", "HBM bandwidth", "per node", "intra-node α, β", "inter-node α, β"
     );
     for (_, h) in mpipe::catalog::hardware() {
-        let link = |l: &mpipe::check::spec::Link| format!("{:.1} us, {:.0} GB/s", l.alpha * 1e6, l.beta / 1e9);
+        let link = |l: &mpipe::plan::Link| format!("{:.1} us, {:.0} GB/s", l.alpha * 1e6, l.beta / 1e9);
         println!(
             "{:<14} {:>8.1} TFLOP/s {:>7.1} GB {:>9.2} TB/s {:>9} {:>22} {:>22}",
             h.name,

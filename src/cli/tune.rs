@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use mpipe::check::spec::Plan;
 use mpipe::driver::Built;
 use mpipe::explore::samples;
 use mpipe::explore::tune::{self, Objective, Outcome, Scored};
+use mpipe::plan::Plan;
 use mpipe::sim::report::Report;
 
 use super::check::Source;

@@ -3,7 +3,7 @@
 //! for the activations kept for backward. Multiply-add = 2 FLOPs. Everything is for one
 //! microbatch of `b` sequences on one pipeline rank before tensor parallelism divides it.
 
-use crate::check::spec::{ArchKind, Attention, Decoder, Encoder, Mlp, Part, Recompute};
+use crate::plan::{ArchKind, Attention, Decoder, Encoder, Mlp, Part, Recompute};
 
 /// Bytes per element of weights and activations (bf16).
 pub const ELEMENT: f64 = 2.0;

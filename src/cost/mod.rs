@@ -8,7 +8,7 @@ pub mod model;
 
 use std::ops::Range;
 
-use crate::check::spec::Plan;
+use crate::plan::Plan;
 
 /// The first layer (global numbering) of a trainable part, or the layer count when every part
 /// is frozen. The layers before it are the frozen prefix: no gradient ever reaches them, so

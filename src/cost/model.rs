@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::Costs;
 use super::layers::{self, LayerCost};
-use crate::check::spec::{Link, Plan};
+use crate::plan::{Link, Plan};
 
 /// Bytes per gradient element reduced across replicas (fp32 main gradients, as Megatron
 /// keeps them) and per parameter of mixed-precision Adam state (fp32 master, m, v).
@@ -86,7 +86,7 @@ impl<'p> CostModel<'p> {
         2.0 * self.all_reduce(self.layer(layer, mb).output, c.tp, &c.hardware.intra_node)
     }
 
-    fn part_of(&self, layer: u64) -> &crate::check::spec::Part {
+    fn part_of(&self, layer: u64) -> &crate::plan::Part {
         &self.plan.model.parts[self.layers[layer as usize].0]
     }
 

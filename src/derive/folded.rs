@@ -5,9 +5,9 @@
 use std::ops::Range;
 
 use crate::algebra::{Cut, Region, Skeleton};
-use crate::check::spec::{Plan, RegionSchedule};
 use crate::cost::Costs;
 use crate::cost::model::CostModel;
+use crate::plan::{Plan, RegionSchedule};
 
 /// `plan` as one sharded region under `skeleton`: its first `glued` layers (the encoder) in
 /// body stage 0, every stage balanced by the plan's cost model.

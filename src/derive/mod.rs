@@ -16,9 +16,9 @@ pub mod transpose;
 use std::collections::BTreeMap;
 
 use crate::algebra::{Chunks, Fill, Layout, OwnerSpec, Skeleton};
-use crate::check::spec::Plan;
 use crate::cost::Costs;
 use crate::ir::{self, Dir, Group, Instr, Op, PlanIr};
+use crate::plan::Plan;
 use order::{OrderGraph, collective};
 use placement::Placement;
 

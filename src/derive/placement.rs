@@ -6,9 +6,9 @@ use std::ops::Range;
 
 use super::skeletons::{self, Shape};
 use crate::algebra::{Chunks, Fill, Layout, Skeleton, skeleton::body_skeleton};
-use crate::check::spec::Plan;
 use crate::cost::Costs;
 use crate::ir::Mapping;
+use crate::plan::Plan;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stage {

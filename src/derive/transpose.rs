@@ -23,9 +23,9 @@ use super::order::OrderGraph;
 use super::owner::{self, Job, Window};
 use super::placement::{Encoder, Placement};
 use crate::algebra::{Fill, OwnerSpec};
-use crate::check::spec::Plan;
 use crate::cost::{self, Costs};
 use crate::ir::{Dir, Instr, Op};
+use crate::plan::Plan;
 
 pub struct Transposed {
     pub owners: Vec<u32>,

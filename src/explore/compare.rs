@@ -3,10 +3,10 @@
 //! encoder runs and nothing else.
 
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
-use crate::check::spec::{Plan, RegionSchedule};
 use crate::cost::model::CostModel;
 use crate::derive::folded;
 use crate::derive::placement::balanced_split;
+use crate::plan::{Plan, RegionSchedule};
 use crate::sim::report::Compared;
 
 /// A baseline: its name, what it is and where it comes from, and the plan that expresses it.

@@ -5,11 +5,11 @@
 
 use serde::Serialize;
 
-use crate::check::spec::Plan;
 use crate::cost::model::CostModel;
 use crate::derive::Derived;
 use crate::ir::interpret;
-use crate::sim::costs::SimCosts;
+use crate::plan::Plan;
+use crate::sim::costs::ModelDurations;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stats {
@@ -78,7 +78,7 @@ pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> 
         .map(|tokens| {
             let batch = with_tokens(plan, tokens);
             let model = CostModel::new(&batch);
-            let costs = SimCosts::new(&model, &derived.ir);
+            let costs = ModelDurations::new(&model, &derived.ir);
             interpret::run(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
         })
         .collect();

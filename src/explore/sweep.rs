@@ -2,6 +2,8 @@
 //! each point checked, derived and simulated — the paper's own falsifier: raise the image
 //! tokens until encoder work exceeds the warmup slack and see where transpose stops paying.
 
+use std::fmt::Write;
+
 use serde::Serialize;
 
 use crate::sim::report::Report;
@@ -116,185 +118,278 @@ impl Point {
 /// others, a dashed line per baseline, filled markers where some rank spills and crosses
 /// where memory no longer fits.
 pub fn svg(points: &[Point], title: &str) -> String {
-    use std::fmt::Write;
-    let (left, top, w, h) = (80.0, 50.0, 720.0, 360.0);
-    let xs: Vec<f64> =
-        points.iter().filter_map(|p| p.values.first().and_then(|(_, v)| v.parse::<f64>().ok())).collect();
-    let geometric = xs.iter().all(|x| *x > 0.0) && xs.len() > 2 && {
-        let r: Vec<f64> = xs.windows(2).filter(|w| w[0] != w[1]).map(|w| w[1] / w[0]).collect();
-        !r.is_empty() && r.iter().all(|q| (q - r[0]).abs() < 1e-6 && *q > 1.0)
-    };
-    let fx = |x: f64| if geometric { x.ln() } else { x };
-    let (x0, x1) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(fx(*x)), b.max(fx(*x))));
-    // Per line: its name and its points (x, step time, spills, fits).
-    type Line = (String, Vec<(f64, f64, bool, bool)>);
-    let mut series: Vec<Line> = Vec::new();
-    let mut baselines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for p in points {
-        let Some(x) = p.values.first().and_then(|(_, v)| v.parse::<f64>().ok()) else { continue };
-        let Some(r) = &p.report else { continue };
-        let rest: Vec<String> = p.values.iter().skip(1).map(|(k, v)| format!("{k}={v}")).collect();
-        let name = if rest.is_empty() { "this plan".to_string() } else { rest.join(", ") };
-        match series.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, s)) => s.push((x, r.step_time_s, p.spills(), p.fits())),
-            None => series.push((name, vec![(x, r.step_time_s, p.spills(), p.fits())])),
+    let xs: Vec<f64> = points.iter().filter_map(x_of).collect();
+    let lines = Lines::of(points);
+    let frame = Frame::new(&xs, lines.highest());
+    let key = points.first().and_then(|p| p.values.first()).map(|(k, _)| k.clone()).unwrap_or_default();
+    let mut out = String::new();
+    frame.axes(&mut out, title, &xs, &key);
+    out.push_str("<g id=\"legend\" class=\"legend\">\n");
+    let mut legend = Legend { x: frame.left + frame.w + 20.0, y: frame.top };
+    for (i, (name, marks)) in lines.series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        frame.polyline(&mut out, colour, "2", "", marks.iter().map(|m| (m.x, m.y)));
+        for mark in marks {
+            frame.marker(&mut out, colour, mark);
         }
-        if p.values.len() == 1 {
-            for c in &r.compare {
-                match baselines.iter_mut().find(|(n, _)| *n == c.name) {
-                    Some((_, s)) => s.push((x, c.step_time_s)),
-                    None => baselines.push((c.name.clone(), vec![(x, c.step_time_s)])),
+        legend.entry(&mut out, colour, "", name);
+    }
+    for (i, (name, pts)) in lines.baselines.iter().enumerate() {
+        let colour = COLOURS[(i + lines.series.len()) % COLOURS.len()];
+        frame.polyline(&mut out, colour, "1.5", "5,3", pts.iter().copied());
+        legend.entry(&mut out, colour, "5,3", name);
+    }
+    legend.markers(&mut out);
+    out.push_str("</g>\n</svg>\n");
+    out
+}
+
+const COLOURS: [&str; 6] = ["#1f78b4", "#e31a1c", "#33a02c", "#6a3d9a", "#ff7f00", "#b15928"];
+
+/// A point's place on the x axis: its first varied value, when that is a number.
+fn x_of(p: &Point) -> Option<f64> {
+    p.values.first().and_then(|(_, v)| v.parse::<f64>().ok())
+}
+
+/// One point of a plan's line: x, step time, whether some rank spills, whether memory fits.
+struct Mark {
+    x: f64,
+    y: f64,
+    spills: bool,
+    fits: bool,
+}
+
+/// What the plot draws: a line per combination of the keys after the first, and, when only
+/// one key varies, a line per baseline the plan was compared with.
+struct Lines {
+    series: Vec<(String, Vec<Mark>)>,
+    baselines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Lines {
+    fn of(points: &[Point]) -> Lines {
+        let mut lines = Lines { series: Vec::new(), baselines: Vec::new() };
+        for p in points {
+            let (Some(x), Some(r)) = (x_of(p), &p.report) else { continue };
+            let rest: Vec<String> = p.values.iter().skip(1).map(|(k, v)| format!("{k}={v}")).collect();
+            let name = if rest.is_empty() { "this plan".to_string() } else { rest.join(", ") };
+            let mark = Mark { x, y: r.step_time_s, spills: p.spills(), fits: p.fits() };
+            push_to(&mut lines.series, name, mark);
+            if p.values.len() == 1 {
+                for c in &r.compare {
+                    push_to(&mut lines.baselines, c.name.clone(), (x, c.step_time_s));
                 }
             }
         }
+        lines
     }
-    let highest = series
-        .iter()
-        .flat_map(|(_, s)| s.iter().map(|p| p.1))
-        .chain(baselines.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)))
-        .fold(0.0, f64::max);
-    let step = tick_step(highest * 1.02);
-    let ticks = (highest * 1.02 / step).ceil().max(1.0) as usize;
-    let ymax = step * ticks as f64;
-    let px = |x: f64| left + if x1 > x0 { w * (fx(x) - x0) / (x1 - x0) } else { w / 2.0 };
-    let py = |y: f64| top + h - if ymax > 0.0 { h * y / ymax } else { 0.0 };
-    let colours = ["#1f78b4", "#e31a1c", "#33a02c", "#6a3d9a", "#ff7f00", "#b15928"];
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="Helvetica, Arial, sans-serif" font-size="11">"#,
-        left + w + 230.0,
-        top + h + 60.0
-    );
-    let _ = writeln!(
-        out,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="22" font-size="14" font-weight="bold">{}</text>"#,
-        title.replace('&', "&amp;").replace('<', "&lt;")
-    );
-    let _ = writeln!(
-        out,
-        r##"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#333"/>"##,
-        top + h,
-        left + w,
-        top + h,
-        top + h
-    );
-    for k in 0..=ticks {
-        let y = step * k as f64;
+
+    /// The longest step time drawn, which the y axis must reach.
+    fn highest(&self) -> f64 {
+        self.series
+            .iter()
+            .flat_map(|(_, s)| s.iter().map(|m| m.y))
+            .chain(self.baselines.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)))
+            .fold(0.0, f64::max)
+    }
+}
+
+/// Appends to the named line, starting it if it is new; lines keep the order they first appear.
+fn push_to<T>(lines: &mut Vec<(String, Vec<T>)>, name: String, item: T) {
+    match lines.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, s)) => s.push(item),
+        None => lines.push((name, vec![item])),
+    }
+}
+
+/// The plot area and how values map into it. The x axis is logarithmic when the values grow
+/// by one constant factor (a `*` range), so its points are evenly spaced.
+struct Frame {
+    left: f64,
+    top: f64,
+    w: f64,
+    h: f64,
+    geometric: bool,
+    x0: f64,
+    x1: f64,
+    step: f64,
+    ticks: usize,
+    ymax: f64,
+}
+
+impl Frame {
+    fn new(xs: &[f64], highest: f64) -> Frame {
+        let geometric = xs.iter().all(|x| *x > 0.0) && xs.len() > 2 && {
+            let r: Vec<f64> = xs.windows(2).filter(|w| w[0] != w[1]).map(|w| w[1] / w[0]).collect();
+            !r.is_empty() && r.iter().all(|q| (q - r[0]).abs() < 1e-6 && *q > 1.0)
+        };
+        let fx = |x: f64| if geometric { x.ln() } else { x };
+        let (x0, x1) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(fx(*x)), b.max(fx(*x))));
+        let step = tick_step(highest * 1.02);
+        let ticks = (highest * 1.02 / step).ceil().max(1.0) as usize;
+        Frame { left: 80.0, top: 50.0, w: 720.0, h: 360.0, geometric, x0, x1, step, ticks, ymax: step * ticks as f64 }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        let fx = if self.geometric { x.ln() } else { x };
+        self.left + if self.x1 > self.x0 { self.w * (fx - self.x0) / (self.x1 - self.x0) } else { self.w / 2.0 }
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        self.top + self.h - if self.ymax > 0.0 { self.h * y / self.ymax } else { 0.0 }
+    }
+
+    /// The document's head, the title, both axes with their ticks and their titles.
+    fn axes(&self, out: &mut String, title: &str, xs: &[f64], key: &str) {
+        let (left, top, w, h) = (self.left, self.top, self.w, self.h);
         let _ = writeln!(
             out,
-            r##"<line x1="{}" y1="{:.1}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            left - 4.0,
-            py(y),
-            py(y),
-            left - 8.0,
-            py(y) + 4.0,
-            tick_label(y, step)
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="Helvetica, Arial, sans-serif" font-size="11">"#,
+            left + w + 230.0,
+            top + h + 60.0
         );
-    }
-    let mut seen: Vec<f64> = Vec::new();
-    for x in &xs {
-        if seen.iter().any(|s| (s - x).abs() < 1e-9) {
-            continue;
-        }
-        seen.push(*x);
         let _ = writeln!(
             out,
-            r##"<line x1="{:.1}" y1="{}" x2="{:.1}" y2="{}" stroke="#333"/><text x="{:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            px(*x),
+            r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="22" font-size="14" font-weight="bold">{}</text>"#,
+            title.replace('&', "&amp;").replace('<', "&lt;")
+        );
+        let _ = writeln!(
+            out,
+            r##"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#333"/>"##,
             top + h,
-            px(*x),
-            top + h + 4.0,
-            px(*x),
-            top + h + 16.0,
-            x
+            left + w,
+            top + h,
+            top + h
+        );
+        self.y_ticks(out);
+        self.x_ticks(out, xs);
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="middle">{key}{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">step time (s)</text>"#,
+            left + w / 2.0,
+            top + h + 36.0,
+            match (unit_of(key), self.geometric) {
+                (Some(unit), true) => format!(" ({unit}, log scale)"),
+                (Some(unit), false) => format!(" ({unit})"),
+                (None, true) => " (log scale)".to_string(),
+                (None, false) => String::new(),
+            },
+            top + h / 2.0,
+            top + h / 2.0
         );
     }
-    let key = points.first().and_then(|p| p.values.first()).map(|(k, _)| k.clone()).unwrap_or_default();
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="{}" text-anchor="middle">{key}{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">step time (s)</text>"#,
-        left + w / 2.0,
-        top + h + 36.0,
-        match (unit_of(&key), geometric) {
-            (Some(unit), true) => format!(" ({unit}, log scale)"),
-            (Some(unit), false) => format!(" ({unit})"),
-            (None, true) => " (log scale)".to_string(),
-            (None, false) => String::new(),
-        },
-        top + h / 2.0,
-        top + h / 2.0
-    );
-    let mut ly = top;
-    out.push_str("<g id=\"legend\" class=\"legend\">\n");
-    let legend = |out: &mut String, ly: &mut f64, colour: &str, dash: &str, name: &str| {
+
+    fn y_ticks(&self, out: &mut String) {
+        let left = self.left;
+        for k in 0..=self.ticks {
+            let y = self.step * k as f64;
+            let _ = writeln!(
+                out,
+                r##"<line x1="{}" y1="{:.1}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                left - 4.0,
+                self.py(y),
+                self.py(y),
+                left - 8.0,
+                self.py(y) + 4.0,
+                tick_label(y, self.step)
+            );
+        }
+    }
+
+    /// A tick at each distinct value swept.
+    fn x_ticks(&self, out: &mut String, xs: &[f64]) {
+        let bottom = self.top + self.h;
+        let mut seen: Vec<f64> = Vec::new();
+        for &x in xs {
+            if seen.iter().any(|s| (s - x).abs() < 1e-9) {
+                continue;
+            }
+            seen.push(x);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{:.1}" y1="{}" x2="{:.1}" y2="{}" stroke="#333"/><text x="{:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                self.px(x),
+                bottom,
+                self.px(x),
+                bottom + 4.0,
+                self.px(x),
+                bottom + 16.0,
+                x
+            );
+        }
+    }
+
+    fn polyline(&self, out: &mut String, colour: &str, width: &str, dash: &str, pts: impl Iterator<Item = (f64, f64)>) {
+        let path: Vec<String> = pts.map(|(x, y)| format!("{:.1},{:.1}", self.px(x), self.py(y))).collect();
+        let dash = if dash.is_empty() { String::new() } else { format!(r#" stroke-dasharray="{dash}""#) };
+        let _ = writeln!(
+            out,
+            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="{width}"{dash}/>"#,
+            path.join(" ")
+        );
+    }
+
+    /// A cross where memory does not fit; else a circle, filled where some rank spills.
+    fn marker(&self, out: &mut String, colour: &str, mark: &Mark) {
+        let (cx, cy) = (self.px(mark.x), self.py(mark.y));
+        if !mark.fits {
+            let _ = writeln!(
+                out,
+                r#"<path d="M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}" stroke="{colour}" stroke-width="2"/>"#,
+                cx - 5.0,
+                cy - 5.0,
+                cx + 5.0,
+                cy + 5.0,
+                cx - 5.0,
+                cy + 5.0,
+                cx + 5.0,
+                cy - 5.0
+            );
+        } else {
+            let fill = if mark.spills { colour } else { "white" };
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="{fill}" stroke="{colour}" stroke-width="1.5"/>"#
+            );
+        }
+    }
+}
+
+/// The legend beside the plot, one entry under the other from `y`.
+struct Legend {
+    x: f64,
+    y: f64,
+}
+
+impl Legend {
+    fn entry(&mut self, out: &mut String, colour: &str, dash: &str, name: &str) {
         let _ = writeln!(
             out,
             r#"<line x1="{}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{}" y="{:.1}">{}</text>"#,
-            left + w + 20.0,
-            *ly,
-            left + w + 44.0,
-            *ly,
-            left + w + 50.0,
-            *ly + 4.0,
+            self.x,
+            self.y,
+            self.x + 24.0,
+            self.y,
+            self.x + 30.0,
+            self.y + 4.0,
             name
         );
-        *ly += 18.0;
-    };
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let colour = colours[i % colours.len()];
-        let path: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1))).collect();
-        let _ =
-            writeln!(out, r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#, path.join(" "));
-        for &(x, y, spills, fits) in pts {
-            if !fits {
-                let (cx, cy) = (px(x), py(y));
-                let _ = writeln!(
-                    out,
-                    r#"<path d="M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}" stroke="{colour}" stroke-width="2"/>"#,
-                    cx - 5.0,
-                    cy - 5.0,
-                    cx + 5.0,
-                    cy + 5.0,
-                    cx - 5.0,
-                    cy + 5.0,
-                    cx + 5.0,
-                    cy - 5.0
-                );
-            } else {
-                let fill = if spills { colour } else { "white" };
-                let _ = writeln!(
-                    out,
-                    r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{colour}" stroke-width="1.5"/>"#,
-                    px(x),
-                    py(y)
-                );
-            }
-        }
-        legend(&mut out, &mut ly, colour, "", name);
+        self.y += 18.0;
     }
-    for (i, (name, pts)) in baselines.iter().enumerate() {
-        let colour = colours[(i + series.len()) % colours.len()];
-        let path: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1))).collect();
+
+    /// What the three markers mean.
+    fn markers(&self, out: &mut String) {
         let _ = writeln!(
             out,
-            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="5,3"/>"#,
-            path.join(" ")
+            r##"<text x="{}" y="{:.1}" fill="#555">● some rank spills (E_r > w_r)</text><text x="{}" y="{:.1}" fill="#555">○ every encode fits its slack</text><text x="{}" y="{:.1}" fill="#555">✕ over device memory</text>"##,
+            self.x,
+            self.y + 10.0,
+            self.x,
+            self.y + 26.0,
+            self.x,
+            self.y + 42.0
         );
-        legend(&mut out, &mut ly, colour, "5,3", name);
     }
-    let _ = writeln!(
-        out,
-        r##"<text x="{}" y="{:.1}" fill="#555">● some rank spills (E_r > w_r)</text><text x="{}" y="{:.1}" fill="#555">○ every encode fits its slack</text><text x="{}" y="{:.1}" fill="#555">✕ over device memory</text>"##,
-        left + w + 20.0,
-        ly + 10.0,
-        left + w + 20.0,
-        ly + 26.0,
-        left + w + 20.0,
-        ly + 42.0
-    );
-    out.push_str("</g>\n</svg>\n");
-    out
 }
 
 /// The distance between axis ticks: 1, 2, 2.5 or 5 times a power of ten, giving about five

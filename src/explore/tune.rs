@@ -6,7 +6,7 @@
 //! coordinate, with the optimality gap it cannot close reported.
 
 use crate::algebra::Layout;
-use crate::check::spec::Plan;
+use crate::plan::Plan;
 use crate::sim::report::Report;
 
 pub type Overrides = Vec<(String, String)>;

@@ -2,6 +2,8 @@
 //! (go to definition), what could be written there (completion). Pure functions over a checked
 //! program; the language server (`mpipec lsp`) carries them over JSON-RPC.
 
+pub mod diagnostics;
+
 use crate::algebra::{owner, skeleton};
 use crate::ast::{self, DefKind, Entry, Item, ValueKind};
 use crate::check::schema::{self, Schema};

@@ -1,7 +1,7 @@
 //! Limits checked before pest runs. pest descends recursively, so unbounded nesting would
 //! overflow the stack; a file past any real plan's size is refused instead of parsed slowly.
 
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::span::{FileId, Span};
 
 /// Brackets, braces and parentheses open at once; real plans need 3.
@@ -11,7 +11,11 @@ pub const MAX_FILE_BYTES: usize = 16 << 20;
 
 pub fn check(file: FileId, text: &str) -> Result<(), Error> {
     if text.len() > MAX_FILE_BYTES {
-        return Err(Error::FileTooLarge { span: Span::new(file, 0, 0), bytes: text.len(), limit: MAX_FILE_BYTES });
+        return Err(Error::Input(InputError::FileTooLarge {
+            span: Span::new(file, 0, 0),
+            bytes: text.len(),
+            limit: MAX_FILE_BYTES,
+        }));
     }
     let mut depth = 0usize;
     let mut result = Ok(());
@@ -19,7 +23,10 @@ pub fn check(file: FileId, text: &str) -> Result<(), Error> {
         if open {
             depth += 1;
             if depth > MAX_NESTING && result.is_ok() {
-                result = Err(Error::NestingTooDeep { span: Span::new(file, i, i + 1), limit: MAX_NESTING });
+                result = Err(Error::Input(InputError::NestingTooDeep {
+                    span: Span::new(file, i, i + 1),
+                    limit: MAX_NESTING,
+                }));
             }
         } else {
             depth = depth.saturating_sub(1);

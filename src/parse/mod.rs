@@ -9,7 +9,7 @@ use pest::Parser;
 use pest_derive::Parser;
 
 use crate::ast::Module;
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::span::{FileId, Span};
 
 pub use limits::{MAX_FILE_BYTES, MAX_NESTING};
@@ -57,10 +57,10 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Er
     expected.sort_unstable();
     expected.dedup();
     if let Some(end) = expected.contains(&"`;`").then(|| missing_semicolon(text, start)).flatten() {
-        return Error::MissingSemicolon { span: Span::new(file, end, end) };
+        return Error::Input(InputError::MissingSemicolon { span: Span::new(file, end, end) });
     }
     let unclosed = limits::unclosed(text).filter(|&o| o < start).map(|o| Span::new(file, o, o + 1));
-    Error::Syntax { span: Span::new(file, start, end), expected, found: found.0, unclosed }
+    Error::Input(InputError::Syntax { span: Span::new(file, start, end), expected, found: found.0, unclosed })
 }
 
 /// Where a `;` is missing when the parser, wanting one, stopped on a later line than the last

@@ -7,7 +7,7 @@ pub mod stdlib;
 use std::collections::BTreeMap;
 
 use crate::ast::{self, DefKind, Item, UseSource};
-use crate::error::Error;
+use crate::error::{Error, ImportError, InputError};
 use crate::parse;
 use crate::span::{FileId, SourceMap, Span};
 use crate::suggest::did_you_mean;
@@ -104,7 +104,9 @@ impl State<'_> {
         });
         if let Some(offset) = bad_utf8 {
             // The lossy text holds U+FFFD, three bytes, where the bad byte was.
-            self.errors.push(Error::NotUtf8 { span: Span::new(file, offset, offset + '\u{FFFD}'.len_utf8()) });
+            self.errors.push(Error::Input(InputError::NotUtf8 {
+                span: Span::new(file, offset, offset + '\u{FFFD}'.len_utf8()),
+            }));
             return index;
         }
         let module = match parse::parse(file, &self.program.sources.get(file).text) {
@@ -133,7 +135,7 @@ impl State<'_> {
                 let name = path.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join("::");
                 let Some((display, text)) = stdlib::module(&name) else {
                     let suggestion = did_you_mean(&name, stdlib::module_names());
-                    self.errors.push(Error::ModuleNotFound { span, path: name, suggestion });
+                    self.errors.push(Error::Import(ImportError::ModuleNotFound { span, path: name, suggestion }));
                     return;
                 };
                 (name, display.to_string(), text.as_bytes().to_vec())
@@ -146,18 +148,26 @@ impl State<'_> {
                         match self.loader.read(&r.key) {
                             Ok(bytes) => (r.key, r.display, bytes),
                             Err(reason) => {
-                                self.errors.push(Error::FileNotFound { span, path: path.value.clone(), reason });
+                                self.errors.push(Error::Import(ImportError::FileNotFound {
+                                    span,
+                                    path: path.value.clone(),
+                                    reason,
+                                }));
                                 return;
                             }
                         }
                     }
                 }
                 Err(ResolveError::NotFound(reason)) => {
-                    self.errors.push(Error::FileNotFound { span, path: path.value.clone(), reason });
+                    self.errors.push(Error::Import(ImportError::FileNotFound {
+                        span,
+                        path: path.value.clone(),
+                        reason,
+                    }));
                     return;
                 }
                 Err(ResolveError::OutsideRoot) => {
-                    self.errors.push(Error::ImportOutsideRoot { span, path: path.value.clone() });
+                    self.errors.push(Error::Import(ImportError::ImportOutsideRoot { span, path: path.value.clone() }));
                     return;
                 }
             },
@@ -165,7 +175,7 @@ impl State<'_> {
         if let Some(pos) = self.stack.iter().position(|k| *k == key) {
             let mut chain: Vec<String> = self.stack[pos..].iter().map(|k| self.display_of(k)).collect();
             chain.push(self.display_of(&key));
-            self.errors.push(Error::ImportCycle { span, chain });
+            self.errors.push(Error::Import(ImportError::ImportCycle { span, chain }));
             return;
         }
         if self.find(&key).is_none() {
@@ -195,11 +205,11 @@ impl State<'_> {
                 if let Item::Definition(d) = item {
                     if let Some(prev) = scope.get(&d.name.name) {
                         let first = self.program.definition(prev.def).name.span;
-                        self.errors.push(Error::DuplicateDefinition {
+                        self.errors.push(Error::Import(ImportError::DuplicateDefinition {
                             span: d.name.span,
                             name: d.name.name.clone(),
                             first,
-                        });
+                        }));
                     } else {
                         scope.insert(d.name.name.clone(), Binding { def: DefId { module: m, item: i }, import: None });
                     }
@@ -238,14 +248,23 @@ impl State<'_> {
             let module = if target_info.key.starts_with("std::") { target_info.key.clone() } else { module };
             let candidates = target_info.scope.iter().filter(|(_, b)| b.import.is_none()).map(|(n, _)| n.as_str());
             let suggestion = did_you_mean(&name.name, candidates);
-            self.errors.push(Error::ItemNotInModule { span: name.span, item: name.name.clone(), module, suggestion });
+            self.errors.push(Error::Import(ImportError::ItemNotInModule {
+                span: name.span,
+                item: name.name.clone(),
+                module,
+                suggestion,
+            }));
             return false;
         };
         let def = binding.def;
         if let Some(prev) = self.program.modules[m].scope.get(&name.name) {
             if prev.def != def {
                 let first = prev.import.unwrap_or_else(|| self.program.definition(prev.def).name.span);
-                self.errors.push(Error::DuplicateDefinition { span: name.span, name: name.name.clone(), first });
+                self.errors.push(Error::Import(ImportError::DuplicateDefinition {
+                    span: name.span,
+                    name: name.name.clone(),
+                    first,
+                }));
             }
             return true;
         }

@@ -8,15 +8,15 @@ use crate::cost::{self, Costs};
 use crate::ir::interpret::Durations;
 use crate::ir::{Group, Instr, Op, PlanIr};
 
-pub struct SimCosts<'a> {
+pub struct ModelDurations<'a> {
     pub model: &'a CostModel<'a>,
     stages: Vec<Range<u64>>,
     /// Per rank: the layers it holds, by region, for reductions and the optimizer.
     held: Vec<BTreeMap<String, Vec<Range<u64>>>>,
 }
 
-impl<'a> SimCosts<'a> {
-    pub fn new(model: &'a CostModel<'a>, ir: &PlanIr) -> SimCosts<'a> {
+impl<'a> ModelDurations<'a> {
+    pub fn new(model: &'a CostModel<'a>, ir: &PlanIr) -> ModelDurations<'a> {
         let stages = ir.stages.iter().map(|s| s.layers[0]..s.layers[1]).collect();
         let mut held = vec![BTreeMap::<String, Vec<Range<u64>>>::new(); ir.ranks.len()];
         for s in &ir.stages {
@@ -26,7 +26,7 @@ impl<'a> SimCosts<'a> {
                 }
             }
         }
-        SimCosts { model, stages, held }
+        ModelDurations { model, stages, held }
     }
 
     pub fn stage_layers(&self, stage: u32) -> Range<u64> {
@@ -43,7 +43,7 @@ impl<'a> SimCosts<'a> {
     }
 }
 
-impl Durations for SimCosts<'_> {
+impl Durations for ModelDurations<'_> {
     fn instruction(&self, rank: u32, i: &Instr) -> f64 {
         let m = self.model;
         match i.op {

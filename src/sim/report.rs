@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::costs::SimCosts;
+use super::costs::ModelDurations;
 use crate::cost::model::CostModel;
 use crate::cost::{self, Costs};
 use crate::derive::Derived;
@@ -81,7 +81,7 @@ pub struct Simulation {
 
 pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
     let ir = &derived.ir;
-    let costs = SimCosts::new(model, ir);
+    let costs = ModelDurations::new(model, ir);
     let timeline = interpret::run(ir, &costs).expect("validated plans run to the end");
     let step = timeline.makespan();
     let plan = model.plan();
@@ -162,7 +162,7 @@ fn live_memory(
     r: usize,
     timeline: &Timeline,
     model: &CostModel,
-    costs: &SimCosts,
+    costs: &ModelDurations,
     static_bytes: f64,
 ) -> (f64, u32, Vec<(f64, f64)>) {
     let mut live = 0.0f64;

@@ -7,13 +7,13 @@
 
 use serde::Serialize;
 
-use super::layout::{self, BodyLayout};
+use super::layout::{self, BodyStages};
 use super::shell;
 use super::yaml::{self, Map, list, strings};
 use crate::algebra::{Fill, Skeleton};
-use crate::check::spec::{Plan, Recompute};
 use crate::derive::Derived;
 use crate::outputs::Artifact;
+use crate::plan::{Plan, Recompute};
 pub use order::{Form, Step};
 
 mod order;
@@ -26,7 +26,7 @@ mod golden;
 const VISUAL: &str = "visual";
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyLayout::of(plan, derived);
+    let body = BodyStages::of(plan, derived);
     let c = &plan.cluster;
     let vlm = layout::encoder(plan).is_some();
     let entry = if vlm { "scripts/train_vl.py" } else { "scripts/train_lm.py" };
@@ -59,7 +59,7 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     out
 }
 
-fn config(plan: &Plan, derived: &Derived, body: &BodyLayout) -> Map {
+fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
     let c = &plan.cluster;
     let placement = &derived.placement;
     let encoder = layout::encoder(plan);

@@ -1,5 +1,6 @@
-//! A checked plan: every name resolved, every quantity in base units, every rule of the
-//! language and of the algebra satisfied. This is what `derive` consumes.
+//! The checked plan, the compiler's vocabulary from `check` on: every name resolved, every
+//! quantity in base units, every rule of the language and of the algebra satisfied. `check`
+//! builds it; `cost`, `derive`, `sim`, the backends and `explore` read it.
 
 use crate::algebra::{Cut, OwnerSpec, Skeleton};
 use crate::span::Span;

@@ -1,0 +1,65 @@
+//! How fast `mpipec lsp` answers a change to each example: the time from sending
+//! `textDocument/didChange` to receiving that version's parse and check diagnostics, over
+//! stdio, as an editor sees it (criterion; medians in the report). The build's diagnostics are
+//! put off past the run (`diagnosticsDelayMs`), so they neither answer nor compete with a
+//! change here; they come after the pause on their own thread.
+
+#[path = "../tests/support/lsp_client.rs"]
+mod lsp_client;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use lsp_client::Client;
+use serde_json::json;
+
+fn examples() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut plans: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "mpipe"))
+        .collect();
+    plans.sort();
+    plans
+}
+
+fn change(c: &mut Criterion) {
+    let cache = std::env::temp_dir().join(format!("mpipec-lsp-bench-{}", std::process::id()));
+    let mut group = c.benchmark_group("lsp change");
+    group.measurement_time(Duration::from_secs(3));
+    for path in examples() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let uri = format!("file://{}", path.display());
+        let mut client = Client::start(&cache);
+        client.initialize(json!({"diagnosticsDelayMs": 3_600_000}));
+        client.open(&uri, &text);
+        let (_, checked) = client.published();
+        assert!(checked.iter().all(|d| d["severity"] != 1), "{} does not check: {checked:?}", path.display());
+        // Opening builds at once; let that finish before timing changes.
+        let _ = client.published();
+        let mut version = 1;
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    version += 1;
+                    // Every other change adds a line, so each one is a text the server has not seen.
+                    let edited = if version % 2 == 0 { format!("{text}\n") } else { text.clone() };
+                    client.change(&uri, version, &edited);
+                    let (answered, _) = client.published();
+                    assert_eq!(answered, version);
+                }
+                start.elapsed()
+            })
+        });
+        client.stop();
+    }
+    group.finish();
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+criterion_group!(benches, change);
+criterion_main!(benches);

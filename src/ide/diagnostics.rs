@@ -1,0 +1,32 @@
+//! Which diagnostics an editor gets, and when. Parsing and checking take milliseconds and run on
+//! every change. Deriving, simulating and asking each target take longer on a large plan, so
+//! the language server runs them when the file is saved or the typing pauses, and drops the
+//! run when another change comes first.
+
+use crate::diagnostics::Diagnostic;
+use crate::driver::Compiled;
+
+/// How far through the compiler the diagnostics go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// Parse, resolve and check: what every change gets.
+    Check,
+    /// Everything `build` would report: also derive, the simulation and the plan's targets.
+    Build,
+}
+
+/// The diagnostics of the open file at `depth`. Those placed in other files (an imported
+/// library) are left out: the editor shows them when that file is open.
+pub fn diagnostics(checked: &Compiled, depth: Depth) -> Vec<Diagnostic> {
+    let all = match depth {
+        Depth::Check => checked.diagnostics.clone(),
+        Depth::Build => crate::all_diagnostics(checked),
+    };
+    let root = checked.program.root().file;
+    all.into_iter().filter(|d| d.position().is_none_or(|s| s.file == root)).collect()
+}
+
+/// Whether the build diagnostics can add to the check's: only a plan that checks is derived.
+pub fn builds(checked: &Compiled) -> bool {
+    checked.plan.is_some()
+}
