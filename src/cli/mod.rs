@@ -237,7 +237,13 @@ enum Command {
         /// Optimizer steps
         #[arg(long, default_value_t = 2)]
         steps: usize,
-        /// The Python with torch (default: $MPIPEC_PYTHON, then python3)
+        /// The model: `miniature` (small MLP-attention blocks), or `hf:qwen2_5_vl` / `hf:llava`,
+        /// transformers' own model from a tiny random config at the plan's encoder and LLM layer
+        /// counts (needs transformers; see docs/verify.md)
+        #[arg(long, default_value = "miniature")]
+        model: String,
+        /// The Python with torch (default: $MPIPEC_PYTHON, then the environment `scripts/torch-env`
+        /// creates, then python3)
         #[arg(long)]
         python: Option<std::path::PathBuf>,
         /// Also time every instruction and set the simulated step, with the measured per-layer
@@ -316,8 +322,16 @@ pub fn main() -> ExitCode {
                 build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
             build::run(&cli.global, plan, &request)
         }
-        Command::Verify { plan, procs, dp, steps, python, profile } => {
-            verify::run(&cli.global, plan, *procs, *dp, *steps, python.as_deref(), *profile)
+        Command::Verify { plan, procs, dp, steps, model, python, profile } => {
+            let options = verify::Options {
+                procs: *procs,
+                dp: *dp,
+                steps: *steps,
+                model: model.clone(),
+                python: python.clone(),
+                profile: *profile,
+            };
+            verify::run(&cli.global, plan, &options)
         }
     };
     ExitCode::from(status)
