@@ -83,46 +83,106 @@ fn build_torch(plan: &str, format: &str, out_dir: &std::path::Path, sets: &[Stri
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// 2, 3 and 4 processes on the miniature: 2 and 4 with twice as many microbatches, 3 with
-/// 2P + 1 where the skeleton allows a count that is not a multiple of P (2P otherwise).
-fn matrix(plan: &str, schedule: &str, owner: Option<&str>, extra: &[&str], uneven: bool) {
-    let points = [(2, 4), (3, if uneven { 7 } else { 6 }), (4, 8)];
-    run_points(plan, "miniature", schedule, owner, extra, &points);
+/// One skeleton of the matrix: a plan, a model and the `--set`s that pick the schedule.
+struct Case {
+    plan: &'static str,
+    model: &'static str,
+    schedule: &'static str,
+    owner: Option<&'static str>,
+    extra: &'static [&'static str],
+    /// Whether the skeleton runs a microbatch count that is not a multiple of P.
+    uneven: bool,
 }
 
-/// transformers' model `family` at 2 and 4 processes, the 2-process run on an odd microbatch
-/// count where the skeleton allows one.
-fn hf_matrix(family: &str, plan: &str, schedule: &str, owner: Option<&str>, extra: &[&str], uneven: bool) {
-    let points = [(2, if uneven { 5 } else { 4 }), (4, 8)];
-    run_points(plan, &format!("hf:{family}"), schedule, owner, extra, &points);
+const fn case(
+    plan: &'static str,
+    schedule: &'static str,
+    owner: Option<&'static str>,
+    extra: &'static [&'static str],
+    uneven: bool,
+) -> Case {
+    Case { plan, model: "miniature", schedule, owner, extra, uneven }
 }
 
-/// Every (processes, microbatches) point run two at a time; panics listing the ones that do
-/// not match one process.
-fn run_points(plan: &str, model: &str, schedule: &str, owner: Option<&str>, extra: &[&str], points: &[(u64, u64)]) {
-    let failures: Vec<String> = std::thread::scope(|scope| {
-        let runs: Vec<_> = points
-            .iter()
-            .map(|&(procs, m)| {
-                scope.spawn(move || {
-                    let mut sets = vec![format!("schedule={schedule}"), format!("batch.microbatches={m}")];
-                    sets.extend(owner.map(|o| format!("owner={o}")));
-                    sets.extend(extra.iter().map(|s| s.to_string()));
-                    let out = verify_with(plan, &["--procs", &procs.to_string(), "--model", model], &sets, &[]);
-                    let stdout = String::from_utf8_lossy(&out.stdout);
-                    let ok = out.status.success() && stdout.contains("ok: loss, gradients and parameters match");
-                    (!ok).then(|| {
-                        format!(
-                            "{plan} --model {model} {sets:?} on {procs} processes:\n{stdout}{}",
-                            String::from_utf8_lossy(&out.stderr)
-                        )
-                    })
-                })
-            })
-            .collect();
-        runs.into_iter().filter_map(|r| r.join().expect("a verify run's thread")).collect()
-    });
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+const fn hf(
+    model: &'static str,
+    plan: &'static str,
+    schedule: &'static str,
+    owner: Option<&'static str>,
+    extra: &'static [&'static str],
+    uneven: bool,
+) -> Case {
+    Case { plan, model, schedule, owner, extra, uneven }
+}
+
+impl Case {
+    /// (processes, microbatches): the miniature at 2, 3 and 4 processes, 3 with 2P + 1 where
+    /// the skeleton allows it (2P otherwise); a Hugging Face model at 2 (2P + 1 where allowed)
+    /// and 4.
+    fn points(&self) -> Vec<(u64, u64)> {
+        let odd = |p: u64| if self.uneven { 2 * p + 1 } else { 2 * p };
+        if self.model == "miniature" { vec![(2, 4), (3, odd(3)), (4, 8)] } else { vec![(2, odd(2)), (4, 8)] }
+    }
+}
+
+/// Every point of every case, prepared by `mpipec verify --prepare` and run by one Python
+/// (`mpipe_runtime.py --cases`), which imports torch and transformers once for all of them;
+/// panics quoting the cases that do not match one process. Returns each case's output.
+fn run_cases(name: &str, cases: &[Case]) -> Vec<String> {
+    let scratch = std::env::temp_dir().join(format!("mpipec-verify-cases-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let mut dirs = Vec::new();
+    for c in cases {
+        for (procs, m) in c.points() {
+            let dir = scratch.join(dirs.len().to_string());
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
+            cmd.current_dir(root()).args(["verify", c.plan, "--procs", &procs.to_string(), "--model", c.model]);
+            let mut sets = vec![format!("schedule={}", c.schedule), format!("batch.microbatches={m}")];
+            sets.extend(c.owner.map(|o| format!("owner={o}")));
+            sets.extend(c.extra.iter().map(|s| s.to_string()));
+            for s in &sets {
+                cmd.args(["--set", s]);
+            }
+            let out = cmd.arg("--prepare").arg(&dir).output().unwrap();
+            assert!(out.status.success(), "{} {sets:?}: {}", c.plan, String::from_utf8_lossy(&out.stderr));
+            dirs.push(dir);
+        }
+    }
+    let log = scratch.join("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = {
+        let _turn = turn();
+        Command::new(python())
+            .arg(dirs[0].join("mpipe_runtime.py"))
+            .arg("--cases")
+            .args(&dirs)
+            .env("MPIPE_TIMEOUT", "60")
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .status()
+            .unwrap()
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
+    // A case's output runs from its title to its `case DIR: ok|failed` line.
+    let mut outputs = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        current.push_str(line);
+        current.push('\n');
+        if line.starts_with("case ") && (line.ends_with(": ok") || line.ends_with(": failed")) {
+            outputs.push(std::mem::take(&mut current));
+        }
+    }
+    let failed: Vec<&String> = outputs.iter().filter(|o| !o.trim_end().ends_with(": ok")).collect();
+    assert!(
+        status.success() && failed.is_empty() && outputs.len() == dirs.len(),
+        "{} of {} runs did not match one process:\n{}{current}",
+        failed.len() + dirs.len() - outputs.len(),
+        dirs.len(),
+        failed.iter().map(|s| s.as_str()).collect::<String>()
+    );
+    outputs
 }
 
 const LM: &str = "tests/verify/lm.mpipe";
@@ -131,67 +191,40 @@ const VLM: &str = "tests/verify/vlm.mpipe";
 const VLM_SHARDED: &str = "tests/verify/vlm_sharded.mpipe";
 
 #[test]
-fn gpipe_matches_one_process() {
-    matrix(LM, "gpipe", None, &[], true);
+fn sharded_skeletons_match_one_process() {
+    run_cases(
+        "sharded",
+        &[
+            case(LM, "gpipe", None, &[], true),
+            case(LM, "1f1b", None, &[], true),
+            // Megatron's interleaved schedule needs M a multiple of P (E0309 otherwise).
+            case(LM, "interleaved(2)", None, &[], false),
+            case(LM, "zb1p", None, &[], false),
+            case(LM, "zbv", None, &[], true),
+            case(LM, "dualpipev", None, &[], true),
+        ],
+    );
 }
 
 #[test]
-fn one_f_one_b_matches_one_process() {
-    matrix(LM, "1f1b", None, &[], true);
-}
-
-#[test]
-fn interleaved_matches_one_process() {
-    // Megatron's interleaved schedule needs M a multiple of P (E0309 otherwise).
-    matrix(LM, "interleaved(2)", None, &[], false);
-}
-
-#[test]
-fn zb1p_matches_one_process() {
-    matrix(LM, "zb1p", None, &[], false);
-}
-
-#[test]
-fn zbv_matches_one_process() {
-    matrix(LM, "zbv", None, &[], true);
-}
-
-#[test]
-fn dualpipev_matches_one_process() {
-    matrix(LM, "dualpipev", None, &[], true);
-}
-
-#[test]
-fn transpose_frozen_by_microbatch_matches_one_process() {
-    matrix(VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true);
-}
-
-#[test]
-fn transpose_trainable_round_robin_matches_one_process() {
-    matrix(VLM, "transpose, 1f1b", Some("round_robin"), &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn transpose_trainable_zbv_matches_one_process() {
-    matrix(VLM, "transpose, zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn transpose_chunked_trainable_matches_one_process() {
-    matrix(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn transpose_lookahead_matches_one_process_over_three_steps() {
-    let out = verify(VLM, 2, &["schedule=transpose(chunks = 4, lookahead = 1), 1f1b".to_string()], &[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("3 step(s)"), "a lookahead plan runs at least 3 steps:\n{stdout}");
-    matrix(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true);
-}
-
-#[test]
-fn hyperparallel_style_prefix_transpose_matches_one_process() {
-    matrix(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true);
+fn transpose_skeletons_match_one_process() {
+    let outputs = run_cases(
+        "transpose",
+        &[
+            case(VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true),
+            case(VLM, "transpose, 1f1b", Some("round_robin"), &["model.enc.frozen=false"], true),
+            case(VLM, "transpose, zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+            case(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+            case(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
+            // HyperParallel's style.
+            case(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true),
+        ],
+    );
+    let lookahead: Vec<&String> = outputs.iter().filter(|o| o.contains("lookahead = 1")).collect();
+    assert!(
+        !lookahead.is_empty() && lookahead.iter().all(|o| o.contains("3 step(s)")),
+        "a lookahead plan runs at least 3 steps:\n{lookahead:?}"
+    );
 }
 
 /// Two replicas of two pipeline ranks: each replica runs its own microbatches, and the dp
@@ -266,52 +299,33 @@ fn hf_stages_are_transformers_own_model() {
 }
 
 #[test]
-fn hf_qwen2_5_vl_one_f_one_b_matches_one_process() {
-    hf_matrix("qwen2_5_vl", VLM_SHARDED, "1f1b", None, &[], true);
-}
-
-#[test]
-fn hf_qwen2_5_vl_interleaved_matches_one_process() {
-    hf_matrix("qwen2_5_vl", VLM_SHARDED, "interleaved(2)", None, &["model.enc.frozen=false"], false);
-}
-
-#[test]
-fn hf_qwen2_5_vl_zbv_matches_one_process() {
-    hf_matrix("qwen2_5_vl", VLM_SHARDED, "zbv", None, &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn hf_qwen2_5_vl_transpose_frozen_matches_one_process() {
-    hf_matrix("qwen2_5_vl", VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true);
-}
-
-#[test]
-fn hf_qwen2_5_vl_transpose_trainable_matches_one_process() {
-    hf_matrix("qwen2_5_vl", VLM, "transpose, zbv", Some("round_robin"), &["model.enc.frozen=false"], true);
-}
-
-/// Encoder chunks are runs of Qwen's vision blocks, each an instruction of the plan.
-#[test]
-fn hf_qwen2_5_vl_transpose_chunked_matches_one_process() {
-    hf_matrix(
+fn hf_qwen2_5_vl_matches_one_process() {
+    const QWEN: &str = "hf:qwen2_5_vl";
+    const TRAINABLE: &[&str] = &["model.enc.frozen=false"];
+    run_cases(
         "qwen2_5_vl",
-        VLM,
-        "transpose(chunks = 2), 1f1b",
-        Some("by_microbatch"),
-        &["model.enc.frozen=false"],
-        true,
+        &[
+            hf(QWEN, VLM_SHARDED, "1f1b", None, &[], true),
+            hf(QWEN, VLM_SHARDED, "interleaved(2)", None, TRAINABLE, false),
+            hf(QWEN, VLM_SHARDED, "zbv", None, TRAINABLE, true),
+            hf(QWEN, VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true),
+            hf(QWEN, VLM, "transpose, zbv", Some("round_robin"), TRAINABLE, true),
+            // Encoder chunks are runs of Qwen's vision blocks, each an instruction of the plan.
+            hf(QWEN, VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), TRAINABLE, true),
+            hf(QWEN, VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
+        ],
     );
 }
 
 #[test]
-fn hf_qwen2_5_vl_transpose_lookahead_matches_one_process() {
-    hf_matrix("qwen2_5_vl", VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true);
-}
-
-#[test]
 fn hf_llava_matches_one_process() {
-    hf_matrix("llava", VLM_SHARDED, "1f1b", None, &["model.enc.frozen=false"], true);
-    hf_matrix("llava", VLM, "transpose(chunks = 2), zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true);
+    run_cases(
+        "llava",
+        &[
+            hf("hf:llava", VLM_SHARDED, "1f1b", None, &["model.enc.frozen=false"], true),
+            hf("hf:llava", VLM, "transpose(chunks = 2), zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+        ],
+    );
 }
 
 /// Runs `mpipec verify` with a Python that must never start: the error comes first.

@@ -250,6 +250,11 @@ enum Command {
         /// costs, beside the measured one (at least 3 steps; the first is warm-up)
         #[arg(long)]
         profile: bool,
+        /// Write the run (plan.json, config.json, case.json, the runtime) into DIR and print the
+        /// command that starts it, instead of running it; `mpipe_runtime.py --cases DIR...` runs
+        /// several prepared checks in one Python
+        #[arg(long, value_name = "DIR", conflicts_with = "profile")]
+        prepare: Option<std::path::PathBuf>,
     },
 }
 
@@ -322,7 +327,7 @@ pub fn main() -> ExitCode {
                 build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
             build::run(&cli.global, plan, &request)
         }
-        Command::Verify { plan, procs, dp, steps, model, python, profile } => {
+        Command::Verify { plan, procs, dp, steps, model, python, profile, prepare } => {
             let options = verify::Options {
                 procs: *procs,
                 dp: *dp,
@@ -330,6 +335,7 @@ pub fn main() -> ExitCode {
                 model: model.clone(),
                 python: python.clone(),
                 profile: *profile,
+                prepare: prepare.clone(),
             };
             verify::run(&cli.global, plan, &options)
         }

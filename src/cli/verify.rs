@@ -43,6 +43,22 @@ fn model_config(model: &str, mini: &Plan) -> Result<serde_json::Value, (String, 
     }
 }
 
+/// The run's files: the plan, the adapter's config, the runtime and the Hugging Face adapter,
+/// and `case.json` (its title and steps) for `mpipe_runtime.py --cases`.
+fn write_run(
+    dir: &Path,
+    ir: &mpipe::ir::PlanIr,
+    config: &serde_json::Value,
+    case: &serde_json::Value,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("plan.json"), ir.to_json())?;
+    std::fs::write(dir.join("config.json"), config.to_string())?;
+    std::fs::write(dir.join("case.json"), case.to_string())?;
+    std::fs::write(dir.join("mpipe_runtime.py"), mpipe::backend::torch::RUNTIME)?;
+    std::fs::write(dir.join("mpipe_hf.py"), mpipe::backend::torch::HF_ADAPTER)
+}
+
 fn describe_model(config: &serde_json::Value) -> String {
     match config["family"].as_str() {
         Some(family) => format!(
@@ -79,6 +95,8 @@ pub struct Options {
     pub model: String,
     pub python: Option<PathBuf>,
     pub profile: bool,
+    /// Write the run into this directory and say how to start it, instead of running it.
+    pub prepare: Option<PathBuf>,
 }
 
 pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
@@ -120,22 +138,8 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
             return status;
         }
     };
-    let dir = std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id()));
-    let written = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("plan.json"), derived.ir.to_json())?;
-        std::fs::write(dir.join("config.json"), config.to_string())?;
-        std::fs::write(dir.join("mpipe_runtime.py"), mpipe::backend::torch::RUNTIME)?;
-        std::fs::write(dir.join("mpipe_hf.py"), mpipe::backend::torch::HF_ADAPTER)
-    })();
-    if let Err(e) = written {
-        let mut reporter = Reporter::new(global);
-        reporter.plain_error(&format!("cannot write the miniature to `{}`: {e}", dir.display()));
-        reporter.finish();
-        return EXIT_USAGE;
-    }
     let skeletons: Vec<String> = mini.schedule.iter().map(|s| s.skeleton.to_string()).collect();
-    println!(
+    let title = format!(
         "verifying {} ({}) on {} processes (pp {} x dp {}), {} microbatches, {} step(s): {}",
         plan.display(),
         skeletons.join(", "),
@@ -146,6 +150,22 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         steps,
         describe_model(&config)
     );
+    let dir = match &options.prepare {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id())),
+    };
+    let case = serde_json::json!({ "title": title, "steps": steps });
+    if let Err(e) = write_run(&dir, &derived.ir, &config, &case) {
+        let mut reporter = Reporter::new(global);
+        reporter.plain_error(&format!("cannot write the run to `{}`: {e}", dir.display()));
+        reporter.finish();
+        return EXIT_USAGE;
+    }
+    if options.prepare.is_some() {
+        println!("{title}\nprepared in {0}: run `{1} {0}/mpipe_runtime.py --cases {0}`", dir.display(), py.display());
+        return 0;
+    }
+    println!("{title}");
     let mut cmd = Command::new(&py);
     cmd.arg(dir.join("mpipe_runtime.py"))
         .args([

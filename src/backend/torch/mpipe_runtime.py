@@ -627,14 +627,37 @@ def verify(plan, config, steps, out_dir, profile=False):
     return 0
 
 
+def verify_cases(dirs):
+    """Every run `mpipec verify --prepare DIR` wrote, one after another in this process, which
+    imports torch (and transformers) once for all of them. Each case's output ends with a line
+    `case DIR: ok` or `case DIR: failed`; the exit status is 1 when one failed."""
+    failed = 0
+    for d in dirs:
+        with open(os.path.join(d, "case.json")) as f:
+            case = json.load(f)
+        with open(os.path.join(d, "config.json")) as f:
+            config = json.load(f)
+        print(case["title"], flush=True)
+        status = verify(load_plan(os.path.join(d, "plan.json")), config, case["steps"], d)
+        print(f"case {d}: {'ok' if status == 0 else 'failed'}", flush=True)
+        sys.stderr.flush()
+        failed += status != 0
+    return 1 if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plan", required=True)
+    ap.add_argument("--cases", nargs="+", metavar="DIR", help="verify the runs `mpipec verify --prepare DIR` wrote, in one process")
+    ap.add_argument("--plan")
     ap.add_argument("--config", help="adapter configuration (JSON)")
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--verify", metavar="DIR", help="run P processes and a single-process reference, compare (CPU, gloo)")
     ap.add_argument("--profile", action="store_true", help="with --verify: write each instruction's time to DIR/profile.json")
     a = ap.parse_args()
+    if a.cases:
+        sys.exit(verify_cases(a.cases))
+    if not a.plan:
+        ap.error("--plan is required")
     plan = load_plan(a.plan)
     config = json.load(open(a.config)) if a.config else {}
     if a.verify:
