@@ -395,37 +395,29 @@ fn hf_a_dead_or_hung_rank_ends_the_run_naming_its_instruction() {
 /// and gradients as one process.
 #[test]
 fn schedule_csv_runs_under_torch_pipelining() {
-    let python = python();
-    let mut failures = Vec::new();
+    let scratch = std::env::temp_dir().join(format!("mpipec-torch-csv-{}", std::process::id()));
+    let mut outs = Vec::new();
     for schedule in ["gpipe", "1f1b", "interleaved(2)", "zb1p", "zbv", "dualpipev"] {
         for procs in [2u64, 3] {
-            let out_dir = std::env::temp_dir().join(format!(
-                "mpipec-torch-csv-{}-{procs}-{}",
-                std::process::id(),
-                schedule.replace(['(', ')'], "")
-            ));
-            let _turn = turn();
-            build_torch(
-                LM,
-                "auto",
-                &out_dir,
-                &[
-                    format!("schedule={schedule}"),
-                    format!("cluster.pp={procs}"),
-                    format!("cluster.devices={procs}"),
-                    format!("batch.microbatches={}", 2 * procs),
-                ],
-            );
-            let run =
-                Command::new(python).arg(root().join("tests/verify/torch_schedule.py")).arg(&out_dir).output().unwrap();
-            let stdout = String::from_utf8_lossy(&run.stdout);
-            if !run.status.success() || !stdout.lines().any(|l| l == "ok") {
-                failures.push(format!("{schedule} on {procs}:\n{stdout}{}", String::from_utf8_lossy(&run.stderr)));
-            }
-            let _ = std::fs::remove_dir_all(&out_dir);
+            let out_dir = scratch.join(format!("{procs}-{}", schedule.replace(['(', ')'], "")));
+            let sets = [
+                format!("schedule={schedule}"),
+                format!("cluster.pp={procs}"),
+                format!("cluster.devices={procs}"),
+                format!("batch.microbatches={}", 2 * procs),
+            ];
+            build_torch(LM, "auto", &out_dir, &sets);
+            outs.push(out_dir);
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let run = {
+        let _turn = turn();
+        Command::new(python()).arg(root().join("tests/verify/torch_schedule.py")).args(&outs).output().unwrap()
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let ok = outs.iter().all(|o| stdout.lines().any(|l| l == format!("{}: ok", o.display())));
+    assert!(run.status.success() && ok, "{stdout}{}", String::from_utf8_lossy(&run.stderr));
 }
 
 /// The emitted launcher under torchrun: `bash OUT/torch/launch.sh` trains the plan's miniature
