@@ -222,10 +222,10 @@ enum Command {
         #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
         plan_format: build::PlanFormatArg,
     },
-    /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
-    /// pipelining; compare loss, gradients and parameters
+    /// Run the plan's miniature (or, with --model hf:..., transformers' own model) in P processes
+    /// (torch, gloo, CPU) and in one process without pipelining; compare loss, gradients and parameters
     Verify {
-        /// The plan (.mpipe) whose miniature is run
+        /// The plan (.mpipe) whose model is run
         plan: std::path::PathBuf,
         /// Pipeline ranks of the miniature (default: the plan's pp)
         #[arg(long)]
