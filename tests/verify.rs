@@ -1,13 +1,16 @@
 //! `mpipec verify` end to end: the torch runtime runs each skeleton's plan in 2, 3 and 4
-//! processes (gloo, CPU) and must match a single-process run of the same microbatches in loss,
-//! gradients and parameters; a rank that fails ends every rank with an error naming it.
+//! processes (gloo, CPU), on the built-in miniature and on transformers' Qwen2.5-VL and LLaVA
+//! (`--model hf:...`), and must match a single-process run of the same microbatches in loss,
+//! gradients and parameters; a rank that fails, dies or hangs ends every rank with an error
+//! naming it.
 //!
-//! torch comes from `scripts/torch-env` (a cached virtual environment outside the repository,
-//! created on first use). The runs share two cores in CI, so they take turns.
+//! torch and transformers come from `scripts/torch-env` (a cached virtual environment outside
+//! the repository, created on first use). Two runs at a time: much of a run is Python start-up
+//! and ranks waiting on each other, which a second run fills on two cores.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -22,8 +25,33 @@ fn python() -> &'static str {
     })
 }
 
-/// One verify run at a time: each is several processes already.
-static TURN: Mutex<()> = Mutex::new(());
+/// How many verify runs go at once: each is several processes already.
+const RUNS_AT_ONCE: usize = 2;
+static RUNNING: Mutex<usize> = Mutex::new(0);
+static FREED: Condvar = Condvar::new();
+
+/// A place among the RUNS_AT_ONCE runs, held until dropped.
+struct Turn;
+
+fn turn() -> Turn {
+    let mut running = lock(&RUNNING);
+    while *running >= RUNS_AT_ONCE {
+        running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
+    }
+    *running += 1;
+    Turn
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *lock(&RUNNING) -= 1;
+        FREED.notify_one();
+    }
+}
+
+fn lock(m: &Mutex<usize>) -> MutexGuard<'_, usize> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn verify(plan: &str, procs: u64, sets: &[String], env: &[(&str, &str)]) -> Output {
     verify_with(plan, &["--procs", &procs.to_string()], sets, env)
@@ -31,13 +59,13 @@ fn verify(plan: &str, procs: u64, sets: &[String], env: &[(&str, &str)]) -> Outp
 
 fn verify_with(plan: &str, args: &[&str], sets: &[String], env: &[(&str, &str)]) -> Output {
     let python = python();
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = turn();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
     cmd.current_dir(root()).args(["verify", plan, "--python", python]).args(args);
     for s in sets {
         cmd.args(["--set", s]);
     }
-    cmd.envs(env.iter().copied()).env("MPIPE_TIMEOUT", "60");
+    cmd.env("MPIPE_TIMEOUT", "60").envs(env.iter().copied());
     cmd.output().expect("running mpipec verify")
 }
 
@@ -55,94 +83,148 @@ fn build_torch(plan: &str, format: &str, out_dir: &std::path::Path, sets: &[Stri
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// Every process count of the issue, each with a microbatch count that is a multiple of it
-/// and, where the skeleton allows one, one that is not.
-fn matrix(plan: &str, schedule: &str, owner: Option<&str>, extra: &[&str], uneven: bool) {
-    let mut failures = Vec::new();
-    for procs in 2..=4u64 {
-        let counts = if uneven { vec![2 * procs, 2 * procs + 1] } else { vec![2 * procs] };
-        for m in counts {
-            let mut sets = vec![format!("schedule={schedule}"), format!("batch.microbatches={m}")];
-            sets.extend(owner.map(|o| format!("owner={o}")));
-            sets.extend(extra.iter().map(|s| s.to_string()));
-            let out = verify(plan, procs, &sets, &[]);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            if !out.status.success() || !stdout.contains("ok: loss, gradients and parameters match") {
-                failures.push(format!(
-                    "{plan} {sets:?} on {procs} processes:\n{stdout}{}",
-                    String::from_utf8_lossy(&out.stderr)
-                ));
+/// One skeleton of the matrix: a plan, a model and the `--set`s that pick the schedule.
+struct Case {
+    plan: &'static str,
+    model: &'static str,
+    schedule: &'static str,
+    owner: Option<&'static str>,
+    extra: &'static [&'static str],
+    /// Whether the skeleton runs a microbatch count that is not a multiple of P.
+    uneven: bool,
+}
+
+const fn case(
+    plan: &'static str,
+    schedule: &'static str,
+    owner: Option<&'static str>,
+    extra: &'static [&'static str],
+    uneven: bool,
+) -> Case {
+    Case { plan, model: "miniature", schedule, owner, extra, uneven }
+}
+
+const fn hf(
+    model: &'static str,
+    plan: &'static str,
+    schedule: &'static str,
+    owner: Option<&'static str>,
+    extra: &'static [&'static str],
+    uneven: bool,
+) -> Case {
+    Case { plan, model, schedule, owner, extra, uneven }
+}
+
+impl Case {
+    /// (processes, microbatches): the miniature at 2, 3 and 4 processes, 3 with 2P + 1 where
+    /// the skeleton allows it (2P otherwise); a Hugging Face model at 2 (2P + 1 where allowed)
+    /// and 4.
+    fn points(&self) -> Vec<(u64, u64)> {
+        let odd = |p: u64| if self.uneven { 2 * p + 1 } else { 2 * p };
+        if self.model == "miniature" { vec![(2, 4), (3, odd(3)), (4, 8)] } else { vec![(2, odd(2)), (4, 8)] }
+    }
+}
+
+/// Every point of every case, prepared by `mpipec verify --prepare` and run by one Python
+/// (`mpipe_runtime.py --cases`), which imports torch and transformers once for all of them;
+/// panics quoting the cases that do not match one process. Returns each case's output.
+fn run_cases(name: &str, cases: &[Case]) -> Vec<String> {
+    let scratch = std::env::temp_dir().join(format!("mpipec-verify-cases-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let mut dirs = Vec::new();
+    for c in cases {
+        for (procs, m) in c.points() {
+            let dir = scratch.join(dirs.len().to_string());
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
+            cmd.current_dir(root()).args(["verify", c.plan, "--procs", &procs.to_string(), "--model", c.model]);
+            let mut sets = vec![format!("schedule={}", c.schedule), format!("batch.microbatches={m}")];
+            sets.extend(c.owner.map(|o| format!("owner={o}")));
+            sets.extend(c.extra.iter().map(|s| s.to_string()));
+            for s in &sets {
+                cmd.args(["--set", s]);
             }
+            let out = cmd.arg("--prepare").arg(&dir).output().unwrap();
+            assert!(out.status.success(), "{} {sets:?}: {}", c.plan, String::from_utf8_lossy(&out.stderr));
+            dirs.push(dir);
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let log = scratch.join("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = {
+        let _turn = turn();
+        Command::new(python())
+            .arg(dirs[0].join("mpipe_runtime.py"))
+            .arg("--cases")
+            .args(&dirs)
+            .env("MPIPE_TIMEOUT", "60")
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .status()
+            .unwrap()
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
+    // A case's output runs from its title to its `case DIR: ok|failed` line.
+    let mut outputs = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        current.push_str(line);
+        current.push('\n');
+        if line.starts_with("case ") && (line.ends_with(": ok") || line.ends_with(": failed")) {
+            outputs.push(std::mem::take(&mut current));
+        }
+    }
+    let failed: Vec<&String> = outputs.iter().filter(|o| !o.trim_end().ends_with(": ok")).collect();
+    assert!(
+        status.success() && failed.is_empty() && outputs.len() == dirs.len(),
+        "{} of {} runs did not match one process:\n{}{current}",
+        failed.len() + dirs.len() - outputs.len(),
+        dirs.len(),
+        failed.iter().map(|s| s.as_str()).collect::<String>()
+    );
+    outputs
 }
 
 const LM: &str = "tests/verify/lm.mpipe";
 const VLM: &str = "tests/verify/vlm.mpipe";
+/// vlm.mpipe's model in one sharded region: the encoder blocks pipelined with the decoder's.
+const VLM_SHARDED: &str = "tests/verify/vlm_sharded.mpipe";
 
 #[test]
-fn gpipe_matches_one_process() {
-    matrix(LM, "gpipe", None, &[], true);
+fn sharded_skeletons_match_one_process() {
+    run_cases(
+        "sharded",
+        &[
+            case(LM, "gpipe", None, &[], true),
+            case(LM, "1f1b", None, &[], true),
+            // Megatron's interleaved schedule needs M a multiple of P (E0309 otherwise).
+            case(LM, "interleaved(2)", None, &[], false),
+            case(LM, "zb1p", None, &[], false),
+            case(LM, "zbv", None, &[], true),
+            case(LM, "dualpipev", None, &[], true),
+        ],
+    );
 }
 
 #[test]
-fn one_f_one_b_matches_one_process() {
-    matrix(LM, "1f1b", None, &[], true);
-}
-
-#[test]
-fn interleaved_matches_one_process() {
-    // Megatron's interleaved schedule needs M a multiple of P (E0309 otherwise).
-    matrix(LM, "interleaved(2)", None, &[], false);
-}
-
-#[test]
-fn zb1p_matches_one_process() {
-    matrix(LM, "zb1p", None, &[], false);
-}
-
-#[test]
-fn zbv_matches_one_process() {
-    matrix(LM, "zbv", None, &[], true);
-}
-
-#[test]
-fn dualpipev_matches_one_process() {
-    matrix(LM, "dualpipev", None, &[], true);
-}
-
-#[test]
-fn transpose_frozen_by_microbatch_matches_one_process() {
-    matrix(VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true);
-}
-
-#[test]
-fn transpose_trainable_round_robin_matches_one_process() {
-    matrix(VLM, "transpose, 1f1b", Some("round_robin"), &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn transpose_trainable_zbv_matches_one_process() {
-    matrix(VLM, "transpose, zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn transpose_chunked_trainable_matches_one_process() {
-    matrix(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), &["model.enc.frozen=false"], true);
-}
-
-#[test]
-fn transpose_lookahead_matches_one_process_over_three_steps() {
-    let out = verify(VLM, 2, &["schedule=transpose(chunks = 4, lookahead = 1), 1f1b".to_string()], &[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("3 step(s)"), "a lookahead plan runs at least 3 steps:\n{stdout}");
-    matrix(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true);
-}
-
-#[test]
-fn hyperparallel_style_prefix_transpose_matches_one_process() {
-    matrix(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true);
+fn transpose_skeletons_match_one_process() {
+    let outputs = run_cases(
+        "transpose",
+        &[
+            case(VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true),
+            case(VLM, "transpose, 1f1b", Some("round_robin"), &["model.enc.frozen=false"], true),
+            case(VLM, "transpose, zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+            case(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+            case(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
+            // HyperParallel's style.
+            case(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true),
+        ],
+    );
+    let lookahead: Vec<&String> = outputs.iter().filter(|o| o.contains("lookahead = 1")).collect();
+    assert!(
+        !lookahead.is_empty() && lookahead.iter().all(|o| o.contains("3 step(s)")),
+        "a lookahead plan runs at least 3 steps:\n{lookahead:?}"
+    );
 }
 
 /// Two replicas of two pipeline ranks: each replica runs its own microbatches, and the dp
@@ -185,7 +267,127 @@ fn a_missing_torch_is_a_usage_error_with_the_install_command() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("cannot import torch") && stderr.contains("-m pip install torch"), "{stderr}");
+    assert!(stderr.contains("cannot import torch") && stderr.contains("run `scripts/torch-env`"), "{stderr}");
+}
+
+#[test]
+fn help_names_the_models_and_the_environment_script() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mpipec")).args(["verify", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in ["--model", "hf:qwen2_5_vl", "hf:llava", "scripts/torch-env"] {
+        assert!(help.contains(needle), "verify --help does not name {needle}:\n{help}");
+    }
+    assert!(!help.contains("pip install"), "{help}");
+}
+
+// ---- transformers' vision-language models (`--model hf:...`, src/backend/torch/mpipe_hf.py) ----
+
+/// The adapter's stages, chained across cuts in the vision tower, at the seam and in the
+/// decoder, compute transformers' own loss and gradients for both families.
+#[test]
+fn hf_stages_are_transformers_own_model() {
+    let _turn = turn();
+    let out = Command::new(python()).arg(root().join("tests/verify/hf_same_as_transformers.py")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Several images of different grids in one microbatch: the seam's lengths are ragged.
+    assert!(stdout.contains("images [[1, 6, 2], [1, 2, 6], [1, 4, 2]]"), "{stdout}");
+}
+
+#[test]
+fn hf_qwen2_5_vl_matches_one_process() {
+    const QWEN: &str = "hf:qwen2_5_vl";
+    const TRAINABLE: &[&str] = &["model.enc.frozen=false"];
+    run_cases(
+        "qwen2_5_vl",
+        &[
+            hf(QWEN, VLM_SHARDED, "1f1b", None, &[], true),
+            hf(QWEN, VLM_SHARDED, "interleaved(2)", None, TRAINABLE, false),
+            hf(QWEN, VLM_SHARDED, "zbv", None, TRAINABLE, true),
+            hf(QWEN, VLM, "transpose, 1f1b", Some("by_microbatch"), &[], true),
+            hf(QWEN, VLM, "transpose, zbv", Some("round_robin"), TRAINABLE, true),
+            // Encoder chunks are runs of Qwen's vision blocks, each an instruction of the plan.
+            hf(QWEN, VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), TRAINABLE, true),
+            hf(QWEN, VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
+        ],
+    );
+}
+
+#[test]
+fn hf_llava_matches_one_process() {
+    run_cases(
+        "llava",
+        &[
+            hf("hf:llava", VLM_SHARDED, "1f1b", None, &["model.enc.frozen=false"], true),
+            hf("hf:llava", VLM, "transpose(chunks = 2), zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+        ],
+    );
+}
+
+/// Runs `mpipec verify` with a Python that must never start: the error comes first.
+fn refused(plan: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .current_dir(root())
+        .args(["verify", plan, "--python", "/nonexistent/python"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn hf_refuses_an_unknown_family_a_mismatched_model_and_an_empty_stage_before_starting() {
+    let out = refused(VLM, &["--procs", "2", "--model", "hf:gemma3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`hf:gemma3` is not one the adapter knows") && stderr.contains("`hf:llava`"), "{stderr}");
+
+    let out = refused(LM, &["--procs", "2", "--model", "hf:qwen2_5_vl"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the plan's model has one part: llm (decoder)"), "{stderr}");
+
+    // 16 layers cannot fill 20 stages: the checker's diagnostic, before any process.
+    let out = refused(VLM_SHARDED, &["--procs", "20", "--model", "hf:llava"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error[E") && !stderr.contains("cannot run"), "{stderr}");
+}
+
+#[test]
+fn hf_without_transformers_says_what_to_run() {
+    let out = verify_with(
+        VLM,
+        &["--procs", "2", "--model", "hf:llava"],
+        &[],
+        &[("PYTHONPATH", root().join("tests/verify/no-transformers").to_str().unwrap())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot import transformers") && stderr.contains("run `scripts/torch-env`"), "{stderr}");
+}
+
+/// A rank that dies, and one that hangs, on the Hugging Face model: the run ends (the hang
+/// by its peers' timeout) naming the rank and the instruction it stopped at.
+#[test]
+fn hf_a_dead_or_hung_rank_ends_the_run_naming_its_instruction() {
+    let sets = ["schedule=1f1b".to_string(), "batch.microbatches=4".to_string()];
+    for mode in ["exit", "hang"] {
+        let fail = format!("1:3:{mode}");
+        let out = verify_with(
+            VLM_SHARDED,
+            &["--procs", "2", "--model", "hf:qwen2_5_vl"],
+            &sets,
+            &[("MPIPE_FAIL_AT", &fail), ("MPIPE_TIMEOUT", "5")],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{mode}: {stderr}");
+        assert!(stderr.contains("the pipelined run failed"), "{mode}: {stderr}");
+        assert!(stderr.contains("note: process 1 (rank 1) stopped at step 0, instruction 3 ("), "{mode}: {stderr}");
+    }
 }
 
 /// For all-Sharded plans `schedule.csv` also runs under torch's own pipelining runtime
@@ -193,37 +395,29 @@ fn a_missing_torch_is_a_usage_error_with_the_install_command() {
 /// and gradients as one process.
 #[test]
 fn schedule_csv_runs_under_torch_pipelining() {
-    let python = python();
-    let mut failures = Vec::new();
+    let scratch = std::env::temp_dir().join(format!("mpipec-torch-csv-{}", std::process::id()));
+    let mut outs = Vec::new();
     for schedule in ["gpipe", "1f1b", "interleaved(2)", "zb1p", "zbv", "dualpipev"] {
         for procs in [2u64, 3] {
-            let out_dir = std::env::temp_dir().join(format!(
-                "mpipec-torch-csv-{}-{procs}-{}",
-                std::process::id(),
-                schedule.replace(['(', ')'], "")
-            ));
-            let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-            build_torch(
-                LM,
-                "auto",
-                &out_dir,
-                &[
-                    format!("schedule={schedule}"),
-                    format!("cluster.pp={procs}"),
-                    format!("cluster.devices={procs}"),
-                    format!("batch.microbatches={}", 2 * procs),
-                ],
-            );
-            let run =
-                Command::new(python).arg(root().join("tests/verify/torch_schedule.py")).arg(&out_dir).output().unwrap();
-            let stdout = String::from_utf8_lossy(&run.stdout);
-            if !run.status.success() || !stdout.lines().any(|l| l == "ok") {
-                failures.push(format!("{schedule} on {procs}:\n{stdout}{}", String::from_utf8_lossy(&run.stderr)));
-            }
-            let _ = std::fs::remove_dir_all(&out_dir);
+            let out_dir = scratch.join(format!("{procs}-{}", schedule.replace(['(', ')'], "")));
+            let sets = [
+                format!("schedule={schedule}"),
+                format!("cluster.pp={procs}"),
+                format!("cluster.devices={procs}"),
+                format!("batch.microbatches={}", 2 * procs),
+            ];
+            build_torch(LM, "auto", &out_dir, &sets);
+            outs.push(out_dir);
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let run = {
+        let _turn = turn();
+        Command::new(python()).arg(root().join("tests/verify/torch_schedule.py")).args(&outs).output().unwrap()
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let ok = outs.iter().all(|o| stdout.lines().any(|l| l == format!("{}: ok", o.display())));
+    assert!(run.status.success() && ok, "{stdout}{}", String::from_utf8_lossy(&run.stderr));
 }
 
 /// The emitted launcher under torchrun: `bash OUT/torch/launch.sh` trains the plan's miniature
@@ -238,7 +432,7 @@ fn launch_sh_runs_under_torchrun() {
         let out_dir = std::env::temp_dir().join(format!("mpipec-launch-{format}-{}", std::process::id()));
         build_torch(VLM, format, &out_dir, &sets);
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let _turn = turn();
         let run = Command::new("bash")
             .arg(out_dir.join("torch/launch.sh"))
             .env("PYTHON", python)

@@ -43,6 +43,23 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
 
 /// The adapter configuration of the miniature: tiny widths, and what each global layer is.
 pub fn miniature_config(plan: &Plan) -> serde_json::Value {
+    serde_json::json!({
+        "adapter": "miniature",
+        "seed": 1,
+        "width": 16,
+        "enc_width": 12,
+        "patch_dim": 10,
+        "vocab": 32,
+        "image_tokens": 4,
+        "text_tokens": 6,
+        "micro_batch_size": 1,
+        "lr": 0.05,
+        "kinds": kinds(plan),
+    })
+}
+
+/// What each global layer of the plan's model is, in the plan's order of parts.
+fn kinds(plan: &Plan) -> Vec<serde_json::Value> {
     let mut kinds = Vec::new();
     for part in &plan.model.parts {
         let n = part.arch.layers();
@@ -55,17 +72,53 @@ pub fn miniature_config(plan: &Plan) -> serde_json::Value {
             }));
         }
     }
-    serde_json::json!({
-        "adapter": "miniature",
+    kinds
+}
+
+/// The adapter that builds transformers' own vision-language models (`mpipec verify --model hf:FAMILY`).
+pub const HF_ADAPTER: &str = include_str!("torch/mpipe_hf.py");
+
+/// The families `mpipe_hf.py` builds, each a vision tower (with its merger or projector) feeding a decoder.
+pub const HF_FAMILIES: &[&str] = &["qwen2_5_vl", "llava"];
+
+/// The configuration of `family`'s tiny random model, its vision depth and decoder layer count
+/// the plan's encoder and LLM layer counts, so that the plan's cut falls between its blocks;
+/// an error naming the mismatch when the family is unknown or the plan's model is not one
+/// encoder followed by one decoder.
+pub fn hf_config(plan: &Plan, family: &str) -> Result<serde_json::Value, String> {
+    if !HF_FAMILIES.contains(&family) {
+        let known: Vec<String> = HF_FAMILIES.iter().map(|f| format!("`hf:{f}`")).collect();
+        return Err(format!("the model `hf:{family}` is not one the adapter knows; it builds {}", known.join(", ")));
+    }
+    let parts = &plan.model.parts;
+    let [vision, text] = parts.as_slice() else {
+        let count = if parts.len() == 1 { "one part".to_string() } else { format!("{} parts", parts.len()) };
+        return Err(hf_mismatch(plan, family, &format!("has {count}")));
+    };
+    if !vision.arch.is_encoder() || text.arch.is_encoder() {
+        return Err(hf_mismatch(plan, family, &format!("has `{}` then `{}`", vision.name, text.name)));
+    }
+    Ok(serde_json::json!({
+        "adapter": "mpipe_hf",
+        "family": family,
         "seed": 1,
-        "width": 16,
-        "enc_width": 12,
-        "patch_dim": 10,
-        "vocab": 32,
-        "image_tokens": 4,
-        "text_tokens": 6,
+        "vision_layers": vision.arch.layers(),
+        "text_layers": text.arch.layers(),
         "micro_batch_size": 1,
         "lr": 0.05,
-        "kinds": kinds,
-    })
+        "kinds": kinds(plan),
+    }))
+}
+
+fn hf_mismatch(plan: &Plan, family: &str, found: &str) -> String {
+    let parts: Vec<String> = plan
+        .model
+        .parts
+        .iter()
+        .map(|p| format!("{} ({})", p.name, if p.arch.is_encoder() { "encoder" } else { "decoder" }))
+        .collect();
+    format!(
+        "`hf:{family}` is a vision encoder followed by a decoder, but the plan's model {found}: {}",
+        parts.join(", ")
+    )
 }

@@ -222,10 +222,10 @@ enum Command {
         #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
         plan_format: build::PlanFormatArg,
     },
-    /// Run the plan's miniature in P processes (torch, gloo, CPU) and in one process without
-    /// pipelining; compare loss, gradients and parameters
+    /// Run the plan's miniature (or, with --model hf:..., transformers' own model) in P processes
+    /// (torch, gloo, CPU) and in one process without pipelining; compare loss, gradients and parameters
     Verify {
-        /// The plan (.mpipe) whose miniature is run
+        /// The plan (.mpipe) whose model is run
         plan: std::path::PathBuf,
         /// Pipeline ranks of the miniature (default: the plan's pp)
         #[arg(long)]
@@ -237,13 +237,24 @@ enum Command {
         /// Optimizer steps
         #[arg(long, default_value_t = 2)]
         steps: usize,
-        /// The Python with torch (default: $MPIPEC_PYTHON, then python3)
+        /// The model: `miniature` (small MLP-attention blocks), or `hf:qwen2_5_vl` / `hf:llava`,
+        /// transformers' own model from a tiny random config at the plan's encoder and LLM layer
+        /// counts (needs transformers; see docs/verify.md)
+        #[arg(long, default_value = "miniature")]
+        model: String,
+        /// The Python with torch (default: $MPIPEC_PYTHON, then the environment `scripts/torch-env`
+        /// creates, then python3)
         #[arg(long)]
         python: Option<std::path::PathBuf>,
         /// Also time every instruction and set the simulated step, with the measured per-layer
         /// costs, beside the measured one (at least 3 steps; the first is warm-up)
         #[arg(long)]
         profile: bool,
+        /// Write the run (plan.json, config.json, case.json, the runtime) into DIR and print the
+        /// command that starts it, instead of running it; `mpipe_runtime.py --cases DIR...` runs
+        /// several prepared checks in one Python
+        #[arg(long, value_name = "DIR", conflicts_with = "profile")]
+        prepare: Option<std::path::PathBuf>,
     },
 }
 
@@ -316,8 +327,17 @@ pub fn main() -> ExitCode {
                 build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
             build::run(&cli.global, plan, &request)
         }
-        Command::Verify { plan, procs, dp, steps, python, profile } => {
-            verify::run(&cli.global, plan, *procs, *dp, *steps, python.as_deref(), *profile)
+        Command::Verify { plan, procs, dp, steps, model, python, profile, prepare } => {
+            let options = verify::Options {
+                procs: *procs,
+                dp: *dp,
+                steps: *steps,
+                model: model.clone(),
+                python: python.clone(),
+                profile: *profile,
+                prepare: prepare.clone(),
+            };
+            verify::run(&cli.global, plan, &options)
         }
     };
     ExitCode::from(status)

@@ -1,19 +1,72 @@
-//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--python PATH] [--profile]`: the plan's
-//! miniature run by the torch runtime in N × D processes and in one, compared.
+//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--model M] [--python PATH] [--profile]`:
+//! the plan's miniature (or a tiny Hugging Face model cut as the plan says) run by the torch
+//! runtime in N × D processes and in one, compared.
 
 use mpipe::algebra::Skeleton;
+use mpipe::plan::Plan;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
-/// The interpreter to run torch with: --python, $MPIPEC_PYTHON, python3.
+/// The interpreter to run torch with: --python, $MPIPEC_PYTHON, the environment
+/// `scripts/torch-env` keeps, python3.
 fn python(explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("MPIPEC_PYTHON").map(PathBuf::from))
+        .or_else(|| cached_env().filter(|p| p.is_file()))
         .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// Where `scripts/torch-env` puts its Python: $MPIPEC_VENVS, else $XDG_CACHE_HOME or
+/// ~/.cache, then `mpipec-venvs/torch/bin/python`.
+fn cached_env() -> Option<PathBuf> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let venvs = var("MPIPEC_VENVS")
+        .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("mpipec-venvs")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache/mpipec-venvs")))?;
+    Some(venvs.join("torch/bin/python"))
+}
+
+/// The model `--model` names: the built-in miniature, or a family of transformers'
+/// vision-language models (`hf:FAMILY`) at the plan's layer counts.
+fn model_config(model: &str, mini: &Plan) -> Result<serde_json::Value, (String, u8)> {
+    match model.strip_prefix("hf:") {
+        _ if model == "miniature" => Ok(mpipe::backend::torch::miniature_config(mini)),
+        Some(family) if mpipe::backend::torch::HF_FAMILIES.contains(&family) => {
+            mpipe::backend::torch::hf_config(mini, family).map_err(|e| (e, EXIT_INPUT))
+        }
+        Some(family) => Err((mpipe::backend::torch::hf_config(mini, family).unwrap_err(), EXIT_USAGE)),
+        None => Err((format!("`--model {model}` is neither `miniature` nor `hf:FAMILY`"), EXIT_USAGE)),
+    }
+}
+
+/// The run's files: the plan, the adapter's config, the runtime and the Hugging Face adapter,
+/// and `case.json` (its title and steps) for `mpipe_runtime.py --cases`.
+fn write_run(
+    dir: &Path,
+    ir: &mpipe::ir::PlanIr,
+    config: &serde_json::Value,
+    case: &serde_json::Value,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("plan.json"), ir.to_json())?;
+    std::fs::write(dir.join("config.json"), config.to_string())?;
+    std::fs::write(dir.join("case.json"), case.to_string())?;
+    std::fs::write(dir.join("mpipe_runtime.py"), mpipe::backend::torch::RUNTIME)?;
+    std::fs::write(dir.join("mpipe_hf.py"), mpipe::backend::torch::HF_ADAPTER)
+}
+
+fn describe_model(config: &serde_json::Value) -> String {
+    match config["family"].as_str() {
+        Some(family) => format!(
+            "hf:{family} of {} vision blocks and {} decoder layers",
+            config["vision_layers"], config["text_layers"]
+        ),
+        None => format!("miniature of {} layers", config["kinds"].as_array().map_or(0, Vec::len)),
+    }
 }
 
 /// The miniature's changes to the plan, applied before checking so that a schedule the
@@ -34,15 +87,20 @@ fn miniature_overrides(procs: u64, dp: u64) -> Vec<(String, String)> {
     .collect()
 }
 
-pub fn run(
-    global: &Global,
-    plan: &Path,
-    procs: Option<u64>,
-    dp: u64,
-    steps: usize,
-    explicit: Option<&Path>,
-    profile: bool,
-) -> u8 {
+/// What `mpipec verify` runs besides the plan: its command-line options.
+pub struct Options {
+    pub procs: Option<u64>,
+    pub dp: u64,
+    pub steps: usize,
+    pub model: String,
+    pub python: Option<PathBuf>,
+    pub profile: bool,
+    /// Write the run into this directory and say how to start it, instead of running it.
+    pub prepare: Option<PathBuf>,
+}
+
+pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
+    let Options { procs, dp, steps, profile, .. } = *options;
     // The first step warms up (allocations, gloo connections); a profile needs two more.
     let steps = if profile { steps.max(3) } else { steps };
     let procs = match procs {
@@ -66,27 +124,23 @@ pub fn run(
     // batch); the steady state starts with the second, and a third shows it holds.
     let lookahead = mini.schedule.iter().any(|s| matches!(s.skeleton, Skeleton::Transpose { lookahead: true, .. }));
     let steps = if lookahead { steps.max(3) } else { steps };
-    let py = python(explicit);
+    let py = python(options.python.as_deref());
     let derived = match mpipe::driver::build(&mini) {
         Ok(built) => built.derived,
         Err(invalid) => return super::build::internal_error(&invalid),
     };
-    let dir = std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id()));
-    let written = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("plan.json"), derived.ir.to_json())?;
-        std::fs::write(dir.join("config.json"), mpipe::backend::torch::miniature_config(&mini).to_string())?;
-        std::fs::write(dir.join("mpipe_runtime.py"), mpipe::backend::torch::RUNTIME)
-    })();
-    if let Err(e) = written {
-        let mut reporter = Reporter::new(global);
-        reporter.plain_error(&format!("cannot write the miniature to `{}`: {e}", dir.display()));
-        reporter.finish();
-        return EXIT_USAGE;
-    }
+    let config = match model_config(&options.model, &mini) {
+        Ok(c) => c,
+        Err((message, status)) => {
+            let mut reporter = Reporter::new(global);
+            reporter.plain_error(&message);
+            reporter.finish();
+            return status;
+        }
+    };
     let skeletons: Vec<String> = mini.schedule.iter().map(|s| s.skeleton.to_string()).collect();
-    println!(
-        "verifying {} ({}) on {} processes (pp {} x dp {}), {} microbatches, {} step(s): miniature of {} layers",
+    let title = format!(
+        "verifying {} ({}) on {} processes (pp {} x dp {}), {} microbatches, {} step(s): {}",
         plan.display(),
         skeletons.join(", "),
         mini.cluster.pp * mini.cluster.dp,
@@ -94,8 +148,24 @@ pub fn run(
         mini.cluster.dp,
         mini.batch.microbatches,
         steps,
-        mini.model.layers()
+        describe_model(&config)
     );
+    let dir = match &options.prepare {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id())),
+    };
+    let case = serde_json::json!({ "title": title, "steps": steps });
+    if let Err(e) = write_run(&dir, &derived.ir, &config, &case) {
+        let mut reporter = Reporter::new(global);
+        reporter.plain_error(&format!("cannot write the run to `{}`: {e}", dir.display()));
+        reporter.finish();
+        return EXIT_USAGE;
+    }
+    if options.prepare.is_some() {
+        println!("{title}\nprepared in {0}: run `{1} {0}/mpipe_runtime.py --cases {0}`", dir.display(), py.display());
+        return 0;
+    }
+    println!("{title}");
     let mut cmd = Command::new(&py);
     cmd.arg(dir.join("mpipe_runtime.py"))
         .args([

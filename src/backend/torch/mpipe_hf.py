@@ -1,0 +1,327 @@
+"""Hugging Face vision-language models as an mpipe torch-runtime adapter (``"adapter": "mpipe_hf"``).
+
+The model is transformers' own, built from a tiny random config (no weights, no hub): its
+vision blocks are the plan's encoder layers, its decoder layers the plan's LLM layers. A stage
+keeps copies of the modules its layers own, under transformers' own parameter names:
+
+    first vision layer   the patch embedding (Qwen) or the embeddings and pre-norm (CLIP)
+    last vision layer    the merger (Qwen) or the multi-modal projector (LLaVA)
+    first decoder layer  the token embedding, into whose image placeholders the features go
+    last decoder layer   the final norm and the LM head
+
+What crosses a stage boundary is one tensor: vision hidden states, then the merged image
+features (every image of the microbatch, of ragged lengths, concatenated), then decoder
+hidden states. Positions (Qwen's multimodal rope from ``get_rope_index``, the vision windows)
+come from the batch, which every rank builds identically.
+
+Config keys: family (``qwen2_5_vl`` or ``llava``), seed, vision_layers, text_layers, kinds,
+micro_batch_size. See docs/verify.md.
+"""
+
+import copy
+import json
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# The exit status the runtime uses for a missing torch; a missing transformers is the same kind of error.
+EXIT_NO_PACKAGE = 2
+try:
+    import transformers
+    from transformers.masking_utils import create_causal_mask
+    from transformers.vision_utils import get_vision_attention_seqlens, get_vision_position_ids, get_vision_window_index
+except ImportError as e:
+    sys.stderr.write(
+        f"error: `{sys.executable}` cannot import transformers ({e})\n"
+        "help: run `scripts/torch-env` from an mpipec checkout (it installs torch and transformers into the\n"
+        "      cached environment `mpipec verify` finds by itself), or point --python or MPIPEC_PYTHON at a\n"
+        "      Python that has both\n"
+    )
+    sys.exit(EXIT_NO_PACKAGE)
+
+VOCAB = 64
+# Special tokens at the top of the tiny vocabulary; text tokens are drawn below them.
+IMAGE, VIDEO, VISION_START, VISION_END = 60, 61, 62, 63
+TEXT_TOKENS = 56
+IGNORE = -100
+
+
+class Qwen25VL:
+    """Qwen2.5-VL: windowed vision blocks with 2D rope, a 2x2 patch merger, a Qwen2 decoder
+    with multimodal (temporal, height, width) rope."""
+
+    # (t, h, w) patch grids of the images a microbatch draws from; h and w even for the 2x2 merge.
+    GRIDS = [(1, 4, 4), (1, 2, 6), (1, 6, 2), (1, 4, 2), (1, 2, 2)]
+    VISION = "model.visual.blocks"
+    TEXT = "model.language_model.layers"
+
+    @staticmethod
+    def model(config):
+        from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+        depth = config["vision_layers"]
+        hf = Qwen2_5_VLConfig(
+            vision_config=dict(
+                depth=depth, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32,
+                patch_size=2, temporal_patch_size=2, spatial_merge_size=2,
+                # 2x2 merged patches per window, so the larger images span several windows.
+                window_size=8, fullatt_block_indexes=[depth - 1],
+            ),
+            text_config=dict(
+                vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=config["text_layers"],
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                bos_token_id=None, eos_token_id=None,
+                # head_dim 8: a quarter of its rotary frequencies each for height and width.
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]},
+            ),
+            image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=VISION_START,
+            vision_end_token_id=VISION_END, tie_word_embeddings=False, attn_implementation="eager",
+        )
+        return Qwen2_5_VLForConditionalGeneration(hf)
+
+    @staticmethod
+    def parts(first_vision, last_vision, first_text, last_text):
+        return (
+            ["model.visual.rotary_pos_emb"]
+            + ["model.visual.patch_embed"] * first_vision
+            + ["model.visual.merger"] * last_vision,
+            ["model.language_model.rotary_emb"]
+            + ["model.language_model.embed_tokens"] * first_text
+            + ["model.language_model.norm", "lm_head"] * last_text,
+        )
+
+    @staticmethod
+    def images(g, mb):
+        count = 2 + mb % 2
+        grids = torch.tensor([Qwen25VL.GRIDS[int(i)] for i in torch.randint(0, len(Qwen25VL.GRIDS), (count,), generator=g)])
+        patches = int(grids.prod(-1).sum())
+        return {"pixel_values": torch.randn(patches, 3 * 2 * 2 * 2, generator=g), "image_grid_thw": grids}, (grids.prod(-1) // 4).tolist()
+
+    @staticmethod
+    def positions(full, batch):
+        position_ids, _ = full.model.get_rope_index(
+            batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"], image_grid_thw=batch["image_grid_thw"]
+        )
+        return position_ids
+
+    @staticmethod
+    def vision_in(stage, batch):
+        x = stage.get_submodule("model.visual.patch_embed")(batch["pixel_values"])
+        return stage.vision_order(x, batch)
+
+    @staticmethod
+    def vision_blocks(stage, x, layers, batch):
+        visual = stage.helper.model.visual
+        grid = batch["image_grid_thw"]
+        cu_seqlens, max_seqlen = get_vision_attention_seqlens(grid, visual.config)
+        window_index, cu_windows = get_vision_window_index(
+            grid, spatial_merge_size=visual.spatial_merge_size, window_size=visual.window_size, patch_size=visual.patch_size
+        )
+        max_window = int((cu_windows[1:] - cu_windows[:-1]).max())
+        rotary = stage.get_submodule("model.visual.rotary_pos_emb")
+        position_embeddings = rotary(x, get_vision_position_ids(grid, visual.spatial_merge_size))
+        position_embeddings = tuple(visual.permute_input_for_window_attn(p, window_index, seq_len=x.shape[0]) for p in position_embeddings)
+        for i in layers:
+            full = i in visual.fullatt_block_indexes
+            x = stage.get_submodule(f"{Qwen25VL.VISION}.{i}")(
+                x, cu_seqlens=cu_seqlens if full else cu_windows, max_seqlen=max_seqlen if full else max_window,
+                position_embeddings=position_embeddings,
+            )
+        return x
+
+    @staticmethod
+    def vision_out(stage, x, batch):
+        merged = stage.get_submodule("model.visual.merger")(x)
+        return merged[torch.argsort(stage.window_index(batch))]
+
+
+class Llava:
+    """LLaVA: a CLIP vision tower, a two-layer projector, a Llama decoder."""
+
+    # CLIP sees fixed-size images (8 x 8 pixels in 2 x 2 patches: 16 features each); a
+    # microbatch's visual length varies with its number of images.
+    IMAGE_SIZE, PATCH = 8, 2
+    VISION = "model.vision_tower.encoder.layers"
+    TEXT = "model.language_model.layers"
+
+    @staticmethod
+    def model(config):
+        from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+        hf = LlavaConfig(
+            vision_config=CLIPVisionConfig(
+                hidden_size=16, intermediate_size=32, num_hidden_layers=config["vision_layers"], num_attention_heads=2,
+                image_size=Llava.IMAGE_SIZE, patch_size=Llava.PATCH, projection_dim=16,
+            ),
+            text_config=LlamaConfig(
+                vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=config["text_layers"],
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+            ),
+            image_token_index=IMAGE, image_seq_length=(Llava.IMAGE_SIZE // Llava.PATCH) ** 2,
+            # The last vision block's output, so that every vision block takes part in the loss.
+            vision_feature_layer=-1, vision_feature_select_strategy="default", tie_word_embeddings=False,
+            attn_implementation="eager",
+        )
+        return LlavaForConditionalGeneration(hf)
+
+    @staticmethod
+    def parts(first_vision, last_vision, first_text, last_text):
+        return (
+            ["model.vision_tower.embeddings", "model.vision_tower.pre_layrnorm"] * first_vision
+            + ["model.multi_modal_projector"] * last_vision,
+            ["model.language_model.rotary_emb"]
+            + ["model.language_model.embed_tokens"] * first_text
+            + ["model.language_model.norm", "lm_head"] * last_text,
+        )
+
+    @staticmethod
+    def images(g, mb):
+        count = 1 + mb % 3
+        pixels = torch.randn(count, 3, Llava.IMAGE_SIZE, Llava.IMAGE_SIZE, generator=g)
+        return {"pixel_values": pixels}, [(Llava.IMAGE_SIZE // Llava.PATCH) ** 2] * count
+
+    @staticmethod
+    def positions(full, batch):
+        return torch.arange(batch["input_ids"].shape[1]).unsqueeze(0).expand(batch["input_ids"].shape[0], -1)
+
+    @staticmethod
+    def vision_in(stage, batch):
+        x = stage.get_submodule("model.vision_tower.embeddings")(batch["pixel_values"])
+        return stage.get_submodule("model.vision_tower.pre_layrnorm")(x)
+
+    @staticmethod
+    def vision_blocks(stage, x, layers, batch):
+        for i in layers:
+            x = stage.get_submodule(f"{Llava.VISION}.{i}")(x, None)
+        return x
+
+    @staticmethod
+    def vision_out(stage, x, batch):
+        # The class token is not an image feature ("default" selection).
+        features = stage.get_submodule("model.multi_modal_projector")(x[:, 1:])
+        return features.reshape(-1, features.shape[-1])
+
+
+FAMILIES = {"qwen2_5_vl": Qwen25VL, "llava": Llava}
+
+# One full model per process and config: every stage copies its modules from it, and forked
+# ranks inherit the parent's.
+_MODELS = {}
+
+
+def family(config):
+    return FAMILIES[config["family"]]
+
+
+def full_model(config):
+    key = json.dumps({k: config[k] for k in ("family", "seed", "vision_layers", "text_layers")}, sort_keys=True)
+    if key not in _MODELS:
+        torch.manual_seed(config["seed"])
+        _MODELS[key] = family(config).model(config).float().eval()
+    return _MODELS[key]
+
+
+def _place(root, dotted, module):
+    """Registers `module` at the dotted path under `root`, so that parameter names are transformers' own."""
+    *path, leaf = dotted.split(".")
+    for name in path:
+        if name not in root._modules:
+            root.add_module(name, nn.ModuleDict())
+        root = root._modules[name]
+    root.add_module(leaf, module)
+
+
+class Stage(nn.Module):
+    """Global layers [layers.start, layers.stop) of the model: vision blocks first, then decoder layers."""
+
+    def __init__(self, layers, kinds, config):
+        super().__init__()
+        self.family = family(config)
+        self.depths = v, t = config["vision_layers"], config["text_layers"]
+        self.vision = range(min(layers.start, v), min(layers.stop, v))
+        self.text = range(max(layers.start, v) - v, max(layers.stop, v) - v)
+        full = full_model(config)
+        # Parameter-free helpers (window and rope arithmetic), shared, not registered.
+        self.__dict__["helper"] = full
+        vision_parts, text_parts = self.family.parts(
+            self.vision.start == 0, self.vision.stop == v, self.text.start == 0, self.text.stop == t
+        )
+        owned = []
+        if self.vision:
+            owned += [(n, kinds[0]) for n in vision_parts] + [(f"{self.family.VISION}.{i}", kinds[i]) for i in self.vision]
+        if self.text:
+            owned += [(n, kinds[v]) for n in text_parts] + [(f"{self.family.TEXT}.{j}", kinds[v + j]) for j in self.text]
+        for name, kind in owned:
+            module = copy.deepcopy(full.get_submodule(name)).train()
+            module.requires_grad_(kind["trainable"])
+            _place(self, name, module)
+
+    def window_index(self, batch):
+        visual = self.helper.model.visual
+        index, _ = get_vision_window_index(
+            batch["image_grid_thw"], spatial_merge_size=visual.spatial_merge_size,
+            window_size=visual.window_size, patch_size=visual.patch_size,
+        )
+        return index
+
+    def vision_order(self, x, batch):
+        """Qwen's patches in window order, as its vision blocks attend over them."""
+        return self.helper.model.visual.permute_input_for_window_attn(x, self.window_index(batch), seq_len=x.shape[0])
+
+    def forward(self, x, batch):
+        f = self.family
+        if self.vision:
+            if self.vision.start == 0:
+                x = f.vision_in(self, batch)
+            x = f.vision_blocks(self, x, self.vision, batch)
+            if self.vision.stop == self.depths[0]:
+                x = f.vision_out(self, x, batch)
+        if self.text:
+            if self.text.start == 0:
+                tokens = self.get_submodule("model.language_model.embed_tokens")(batch["input_ids"])
+                placeholders = (batch["input_ids"] == IMAGE).unsqueeze(-1).expand_as(tokens)
+                x = tokens.masked_scatter(placeholders, x.to(tokens.dtype))
+            rope = self.get_submodule("model.language_model.rotary_emb")(x, batch["position_ids"])
+            mask = create_causal_mask(config=self.helper.config.text_config, inputs_embeds=x, attention_mask=None, cache=None, position_ids=None)
+            for j in self.text:
+                x = self.get_submodule(f"{f.TEXT}.{j}")(x, attention_mask=mask, position_embeddings=rope)
+            if self.text.stop == self.depths[1]:
+                x = self.get_submodule("lm_head")(self.get_submodule("model.language_model.norm")(x))
+        return x
+
+
+def build(layers, kinds, config):
+    return Stage(layers, kinds, config)
+
+
+def batch(mb, step, config):
+    """What the family's processor makes of a prompt with 1-3 images: pixel values (and Qwen's
+    image grids), the text with each image's placeholder tokens, position ids, and labels that
+    ignore the image tokens."""
+    f = family(config)
+    g = torch.Generator().manual_seed(config["seed"] * 7919 + step * 104729 + mb)
+    rows = []
+    for _ in range(config["micro_batch_size"]):
+        pixels, lengths = f.images(g, mb)
+        ids = []
+        for n in lengths:
+            ids += torch.randint(0, TEXT_TOKENS, (2,), generator=g).tolist()
+            ids += [VISION_START] + [IMAGE] * n + [VISION_END]
+        ids += torch.randint(0, TEXT_TOKENS, (4,), generator=g).tolist()
+        rows.append((pixels, ids))
+    if len(rows) != 1:
+        raise ValueError("the Hugging Face adapter runs one sample per microbatch (micro_batch_size = 1)")
+    pixels, ids = rows[0]
+    input_ids = torch.tensor([ids])
+    labels = torch.where(input_ids == IMAGE, IGNORE, torch.randint(0, TEXT_TOKENS, input_ids.shape, generator=g))
+    out = dict(pixels, input_ids=input_ids, labels=labels, mm_token_type_ids=(input_ids == IMAGE).int())
+    out["position_ids"] = f.positions(full_model(config), out)
+    return out
+
+
+def loss(output, batch):
+    """transformers' causal-LM loss: token i predicts label i + 1."""
+    logits = output[:, :-1, :]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"][:, 1:].reshape(-1), ignore_index=IGNORE)
