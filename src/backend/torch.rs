@@ -43,6 +43,7 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
 
 /// The adapter configuration of the miniature: tiny widths, and what each global layer is.
 pub fn miniature_config(plan: &Plan) -> serde_json::Value {
+    let images = plan.batch.images;
     let mut kinds = Vec::new();
     for part in &plan.model.parts {
         let n = part.arch.layers();
@@ -62,7 +63,9 @@ pub fn miniature_config(plan: &Plan) -> serde_json::Value {
         "enc_width": 12,
         "patch_dim": 10,
         "vocab": 32,
-        "image_tokens": 4,
+        // At least one token an image: the plan's images split the same way here.
+        "image_tokens": images * (4 / images).max(1),
+        "images": images,
         "text_tokens": 6,
         "micro_batch_size": 1,
         "lr": 0.05,

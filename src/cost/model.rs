@@ -37,7 +37,8 @@ impl CostModel {
             .iter()
             .map(|&(p, i)| {
                 let part = &plan.model.parts[p];
-                (!part.arch.is_encoder()).then(|| layers::layer(part, i, b, s, 0.0, plan.cluster.flash_attention))
+                (!part.arch.is_encoder())
+                    .then(|| layers::layer(part, i, b, s, (0.0, 1.0), plan.cluster.flash_attention))
             })
             .collect();
         CostModel { layers, plan: plan.clone(), fixed, first_trainable: super::first_trainable(plan) }
@@ -59,7 +60,7 @@ impl CostModel {
             i,
             b.micro_batch_size as f64,
             b.seq_len as f64,
-            b.image_tokens_of(u64::from(mb)) as f64,
+            (b.image_tokens_of(u64::from(mb)) as f64, b.images as f64),
             self.plan.cluster.flash_attention,
         )
     }
@@ -208,8 +209,8 @@ impl CostModel {
 }
 
 impl Costs for CostModel {
-    fn transfer(&self, layers: Range<u64>, mb: u32, from: u32, to: u32) -> f64 {
-        self.p2p(self.boundary_bytes(layers, mb), from, to)
+    fn transfer(&self, layers: Range<u64>, mb: u32, share: f64, from: u32, to: u32) -> f64 {
+        self.p2p(self.boundary_bytes(layers, mb) * share, from, to)
     }
 
     fn send_occupies(&self) -> bool {
