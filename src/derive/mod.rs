@@ -324,12 +324,17 @@ fn reductions(g: &mut OrderGraph, plan: &Plan, placement: &Placement) {
             }
         }
     }
-    for replica in [placement.encoder, placement.sink].into_iter().flatten().filter(|e| e.trainable) {
-        let name = placement.regions[replica.region].name.clone();
-        if replica.chunks > 1 && replica.fill == Fill::Slack {
-            gradient_buckets(g, &replica, &name);
-        } else {
-            collective(g, Group::Pp, &name);
+    // Trainable replicated regions: (region, the encoder when its gradients go in buckets).
+    let encoder = placement.encoder.filter(|e| e.trainable);
+    let buckets = encoder.filter(|e| e.chunks > 1 && e.fill == Fill::Slack);
+    let sink = placement.sink.filter(|s| s.trainable).map(|s| (s.region, None));
+    for (region, buckets) in encoder.map(|e| (e.region, buckets)).into_iter().chain(sink) {
+        let name = placement.regions[region].name.clone();
+        match buckets {
+            Some(encoder) => gradient_buckets(g, &encoder, &name),
+            None => {
+                collective(g, Group::Pp, &name);
+            }
         }
         if dp {
             for r in 0..ranks {

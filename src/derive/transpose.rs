@@ -21,7 +21,7 @@ use petgraph::graph::NodeIndex;
 
 use super::order::OrderGraph;
 use super::owner::{self, Job, Window};
-use super::placement::{Encoder, Placement};
+use super::placement::{Encoder, Placement, Sink};
 use crate::algebra::{Fill, OwnerSpec};
 use crate::check::spec::Plan;
 use crate::cost::{self, Costs};
@@ -431,7 +431,7 @@ fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> (Vec<
 /// backward, and sends the gradient back to the last body stage. On the owner the pair goes
 /// where the body-only schedule says the activation arrives, so nothing it waits for comes
 /// after it.
-pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Encoder, owners: &[u32], costs: &dyn Costs) {
+pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Sink, owners: &[u32], costs: &dyn Costs) {
     let m = placement.body.shape.microbatches;
     let last = placement.body.first + placement.body.shape.stages() - 1;
     let backward = placement.stages[sink.stage as usize].backward;
