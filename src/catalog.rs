@@ -45,8 +45,9 @@ pub fn models() -> Vec<ModelEntry> {
                 span: crate::span::Span::new(crate::span::FileId(0), 0, 0),
             };
             // Parameters do not depend on the batch: any sequence length gives the same count.
-            let params =
-                (0..arch.layers()).map(|i| crate::cost::layers::layer(&part, i, 1.0, 1.0, 1.0, true).params).sum();
+            let params = (0..arch.layers())
+                .map(|i| crate::cost::layers::layer(&part, i, 1.0, 1.0, (1.0, 1.0), true).params)
+                .sum();
             out.push(ModelEntry { module, arch, params });
         }
     }

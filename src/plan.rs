@@ -167,6 +167,9 @@ pub struct Batch {
     pub seq_len: u64,
     /// Encoder tokens per sequence: one value for every microbatch, or one per microbatch.
     pub image_tokens: Vec<u64>,
+    /// Images per sequence, each encoded independently (attention within one image), so one
+    /// microbatch's encode divides by images across ranks.
+    pub images: u64,
     /// The distribution image tokens are drawn from by `sim --samples`: (tokens, weight).
     pub histogram: Vec<(u64, f64)>,
 }

@@ -419,3 +419,71 @@ fn the_compact_plan_takes_at_most_20_bytes_an_instruction() {
     let bytes = compact(&ir).len();
     assert!(bytes <= 20 * n, "{bytes} bytes for {n} instructions");
 }
+
+/// `plan_text` with `images` images a sequence, `tokens` encoder tokens in all.
+fn with_images(text: String, tokens: u32, images: u32) -> String {
+    text.replace("    image_tokens = 256;\n", &format!("    image_tokens = {tokens};\n    images = {images};\n"))
+}
+
+fn checked_plan(text: &str) -> mpipe::plan::Plan {
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
+    checked
+        .plan
+        .unwrap_or_else(|| panic!("{text}\n{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()))
+}
+
+/// A frozen encoder with 4 images a sequence: its first microbatches' encodes hold the body
+/// back, so they are split across ranks and the first stage gathers the parts.
+#[test]
+fn a_split_encode_is_gathered_on_the_first_stage() {
+    let ir = derive_text(&with_images(plan_text(4, 8, "transpose, 1f1b", Some(true), Some("by_microbatch")), 4096, 4));
+    let parts = ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.images.is_some()).count();
+    assert!(parts > 0, "the cost model finds a split that pays on this plan");
+    assert_eq!(ir.pipeline.images, 4);
+    insta::assert_snapshot!("transpose_split_images", mpipe::ir::text::render(&ir));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Whatever derive splits, each encoder stage's work for each microbatch is done once: its
+    /// parts' images tile the sequence's images, their costs sum to the whole encode's, and
+    /// the plan validates and reads back from both encodings.
+    #[test]
+    fn image_parts_conserve_the_encoders_work(
+        p in 2u32..5,
+        m in 1u32..9,
+        images in prop::sample::select(vec![1u32, 2, 4, 8]),
+        frozen in any::<bool>(),
+        chunks in prop::option::of(1u32..5),
+    ) {
+        let chunks = chunks.map_or("auto".to_string(), |n| n.to_string());
+        let schedule = format!("transpose(chunks = {chunks}), 1f1b");
+        let plan = checked_plan(&with_images(plan_text(p, m, &schedule, Some(frozen), None), 4096, images));
+        let ir = mpipe::driver::build(&plan).unwrap_or_else(|e| panic!("{:?}", e.problems)).derived.ir;
+        let model = mpipe::cost::model::CostModel::new(&plan);
+        let mut work: std::collections::BTreeMap<(Op, u32, u32), (u32, f64)> = Default::default();
+        for i in ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.op.is_compute()) {
+            let (s, mb) = (i.stage.unwrap(), i.mb.unwrap());
+            if ir.stages[s as usize].region != "enc" {
+                continue;
+            }
+            let l = ir.stages[s as usize].layers;
+            let cost = mpipe::cost::compute_time(&model, i.op, l[0]..l[1], mb);
+            let cell = work.entry((i.op, s, mb)).or_default();
+            cell.0 += i.images.map_or(images, |[lo, hi]| hi - lo);
+            cell.1 += cost * i.share(images);
+            prop_assert!(i.images.is_none_or(|[lo, hi]| lo < hi && hi <= images));
+        }
+        for ((op, s, mb), (covered, cost)) in &work {
+            let l = ir.stages[*s as usize].layers;
+            let whole = mpipe::cost::compute_time(&model, *op, l[0]..l[1], *mb);
+            prop_assert_eq!(*covered, images, "{:?} s{} mb{}", op, s, mb);
+            prop_assert!((cost - whole).abs() <= 1e-9 * whole.max(1e-12), "{:?} s{} mb{}: {} against {}", op, s, mb, cost, whole);
+        }
+        prop_assert!(mpipe::ir::validate::validate(&ir).is_ok());
+        let back: PlanIr = serde_json::from_str(&ir.to_json()).unwrap();
+        prop_assert!(back == ir, "plan.json round-trips through serde unchanged");
+        prop_assert!(mpipe::ir::compact::read(&compact(&ir)).unwrap() == ir, "the compact plan reads back unchanged");
+    }
+}

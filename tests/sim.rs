@@ -357,7 +357,7 @@ impl mpipe::ir::interpret::Durations for ComputeOnly<'_> {
         match (i.stage, i.mb) {
             (Some(s), Some(mb)) if i.op.is_compute() => {
                 let l = self.1.stages[s as usize].layers;
-                mpipe::cost::compute_time(self.0, i.op, l[0]..l[1], mb)
+                mpipe::cost::compute_time(self.0, i.op, l[0]..l[1], mb) * i.share(self.1.pipeline.images)
             }
             _ => 0.0,
         }
@@ -368,7 +368,7 @@ impl mpipe::ir::interpret::Durations for ComputeOnly<'_> {
 }
 
 /// Each example with an encoder, and the paper plan over the image lengths the README sweeps,
-/// as written and with lookahead: never slower than its round-robin map or the prefix form on
+/// as written, with lookahead and with its images split across ranks: never slower than its round-robin map or the prefix form on
 /// the same body, and its lists, re-timed with compute only, never end after the step reported.
 #[test]
 fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
@@ -376,6 +376,8 @@ fn transpose_is_never_slower_than_round_robin_or_the_prefix_form() {
     let mut cases = vec![
         ("vlm_zero_bubble.mpipe", vec![]),
         ("paper_small.mpipe", set("schedule", "transpose(lookahead = 1), 1f1b")),
+        ("paper_small.mpipe", set("batch.images", "4")),
+        ("vlm_zero_bubble.mpipe", set("batch.images", "3")),
     ];
     for tokens in [1024, 4096, 16384, 32768, 65536] {
         cases.push(("paper_small.mpipe", set("batch.image_tokens", &tokens.to_string())));

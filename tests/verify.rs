@@ -454,3 +454,34 @@ fn launch_sh_runs_under_torchrun() {
     }
     assert_eq!(losses[0], losses[1], "the compact plan trains as the readable one does");
 }
+
+/// A plan whose encodes are split by images across ranks (4 images a sequence): each part
+/// encodes only its images, the first stage gathers them; frozen and trainable, on 2 and 4
+/// processes. That derive splits these plans is checked here too, so the runs cannot pass
+/// without parts.
+#[test]
+fn transpose_split_images_match_one_process() {
+    let mut failures = Vec::new();
+    for procs in [2u64, 4] {
+        for frozen in [true, false] {
+            let sets = vec![
+                "batch.images=4".to_string(),
+                format!("batch.microbatches={}", 2 * procs),
+                format!("model.enc.frozen={frozen}"),
+                format!("cluster.pp={procs}"),
+                format!("cluster.devices={procs}"),
+            ];
+            let dir = std::env::temp_dir().join(format!("mpipe-split-{procs}-{frozen}-{}", std::process::id()));
+            build_torch(VLM, "readable", &dir, &sets);
+            let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+            let _ = std::fs::remove_dir_all(&dir);
+            assert!(plan.contains("\"images\": ["), "{sets:?}: derive splits no encode");
+            let out = verify(VLM, procs, &sets[..3], &[]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() || !stdout.contains("ok: loss, gradients and parameters match") {
+                failures.push(format!("{sets:?}:\n{stdout}{}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

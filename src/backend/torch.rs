@@ -43,6 +43,7 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
 
 /// The adapter configuration of the miniature: tiny widths, and what each global layer is.
 pub fn miniature_config(plan: &Plan) -> serde_json::Value {
+    let images = plan.batch.images;
     serde_json::json!({
         "adapter": "miniature",
         "seed": 1,
@@ -50,7 +51,9 @@ pub fn miniature_config(plan: &Plan) -> serde_json::Value {
         "enc_width": 12,
         "patch_dim": 10,
         "vocab": 32,
-        "image_tokens": 4,
+        // At least one token an image: the plan's images split the same way here.
+        "image_tokens": images * (4 / images).max(1),
+        "images": images,
         "text_tokens": 6,
         "micro_batch_size": 1,
         "lr": 0.05,
@@ -97,6 +100,12 @@ pub fn hf_config(plan: &Plan, family: &str) -> Result<serde_json::Value, String>
     };
     if !vision.arch.is_encoder() || text.arch.is_encoder() {
         return Err(hf_mismatch(plan, family, &format!("has `{}` then `{}`", vision.name, text.name)));
+    }
+    if plan.batch.images > 1 {
+        return Err(format!(
+            "`hf:{family}` makes its own images, of several sizes, and cannot split them as the plan's `batch.images = {}` says; verify this plan with `batch.images = 1` or on the miniature (without `--model`)",
+            plan.batch.images
+        ));
     }
     Ok(serde_json::json!({
         "adapter": "mpipe_hf",

@@ -261,6 +261,7 @@ impl Ctx<'_> {
             micro_batch_size: f.count("micro_batch_size").unwrap_or(1),
             seq_len: f.count("seq_len")?,
             image_tokens: f.counts("image_tokens").unwrap_or_default(),
+            images: f.count("images").unwrap_or(1),
             histogram,
         })
     }

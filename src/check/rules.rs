@@ -210,6 +210,13 @@ impl Ctx<'_> {
                 requirement: format!("one entry per microbatch ({m})"),
             }));
         }
+        if let Some(&tokens) = batch.image_tokens.iter().find(|t| !t.is_multiple_of(batch.images)) {
+            self.error(Error::Field(FieldError::OutOfRange {
+                span: field_span(section, "images").unwrap_or(section.keyword_span),
+                what: "`images`".into(),
+                requirement: format!("a divisor of `image_tokens` ({tokens})"),
+            }));
+        }
         let has_encoder = model.is_some_and(|model| model.parts.iter().any(|p| p.arch.is_encoder()));
         if has_encoder && batch.image_tokens.is_empty() {
             self.error(Error::Field(FieldError::MissingField {

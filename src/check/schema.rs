@@ -210,6 +210,11 @@ pub static BATCH: Schema = Schema {
         req("seq_len", POSITIVE, "LLM tokens per sequence, image features included"),
         opt("image_tokens", Ty::CountOrList { min: 0 }, "encoder tokens per sequence, or a list, one per microbatch"),
         opt(
+            "images",
+            POSITIVE,
+            "images (or tiles) per sequence, each encoded on its own: attention spans one image (default 1)",
+        ),
+        opt(
             "image_histogram",
             Ty::Path,
             "a CSV of `tokens,weight` lines: the distribution `sim --samples` draws image tokens from",

@@ -118,17 +118,21 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
     )
 }
 
-pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, image_tokens: f64, flash: bool) -> LayerCost {
+/// One encoder layer over `image_tokens` tokens per sequence in `images` images: attention
+/// spans one image (tiles and images are encoded independently, as InternViT and Qwen-VL do),
+/// or a window within it.
+pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64, f64), flash: bool) -> LayerCost {
     let h = e.hidden as f64;
-    let t = image_tokens;
+    let (t, images) = visual;
     let tokens = b * t;
     let a = &e.attention;
     let (proj_per_token, attn_params) = attention_projections(h, a);
+    let image = t / images.max(1.0);
     let windowed = match e.window {
-        Some((w, full)) => index >= full.min(e.layers) && (w as f64) < t,
+        Some((w, full)) => index >= full.min(e.layers) && (w as f64) < image,
         None => false,
     };
-    let span = if windowed { e.window.map_or(t, |(w, _)| w as f64) } else { t };
+    let span = if windowed { e.window.map_or(image, |(w, _)| w as f64) } else { image };
     let scores = 4.0 * b * t * span * (a.heads * a.head_dim) as f64;
     let mlp_params = mlp_factor(e.mlp) * h * e.ffn as f64;
     let mut params = attn_params + mlp_params;
@@ -187,10 +191,11 @@ fn finish(p: Parts, recompute: Recompute) -> LayerCost {
     }
 }
 
-/// Layer `index` of `part` for a microbatch of `b` sequences with `image_tokens` each.
-pub fn layer(part: &Part, index: u64, b: f64, seq_len: f64, image_tokens: f64, flash: bool) -> LayerCost {
+/// Layer `index` of `part` for a microbatch of `b` sequences with `visual` = (image tokens,
+/// images) each.
+pub fn layer(part: &Part, index: u64, b: f64, seq_len: f64, visual: (f64, f64), flash: bool) -> LayerCost {
     match &part.arch.kind {
         ArchKind::Decoder(d) => decoder_layer(d, index, part, b, seq_len, flash),
-        ArchKind::Encoder(e) => encoder_layer(e, index, part, b, image_tokens, flash),
+        ArchKind::Encoder(e) => encoder_layer(e, index, part, b, visual, flash),
     }
 }

@@ -33,9 +33,10 @@ pub trait Costs {
     fn backward_input(&self, layers: Range<u64>, mb: u32) -> f64;
     /// Backward-weight (the parameter gradient) of those layers; zero for frozen ones.
     fn backward_weight(&self, layers: Range<u64>, mb: u32) -> f64;
-    /// The flight of the output of `layers` for microbatch `mb` from pipeline rank `from` to
-    /// `to` (a gradient has the same size); zero where the cost model has no links.
-    fn transfer(&self, _layers: Range<u64>, _mb: u32, _from: u32, _to: u32) -> f64 {
+    /// The flight of the output of `layers` for microbatch `mb`, or of the `share` of its
+    /// images a part of an encode made, from pipeline rank `from` to `to` (a gradient has the
+    /// same size); zero where the cost model has no links.
+    fn transfer(&self, _layers: Range<u64>, _mb: u32, _share: f64, _from: u32, _to: u32) -> f64 {
         0.0
     }
     /// Whether a send keeps its rank busy for the flight (communication not overlapped).

@@ -38,7 +38,8 @@ impl<'p> CostModel<'p> {
             .iter()
             .map(|&(p, i)| {
                 let part = &plan.model.parts[p];
-                (!part.arch.is_encoder()).then(|| layers::layer(part, i, b, s, 0.0, plan.cluster.flash_attention))
+                (!part.arch.is_encoder())
+                    .then(|| layers::layer(part, i, b, s, (0.0, 1.0), plan.cluster.flash_attention))
             })
             .collect();
         CostModel { layers, plan, fixed, first_trainable: super::first_trainable(plan) }
@@ -60,7 +61,7 @@ impl<'p> CostModel<'p> {
             i,
             b.micro_batch_size as f64,
             b.seq_len as f64,
-            b.image_tokens_of(u64::from(mb)) as f64,
+            (b.image_tokens_of(u64::from(mb)) as f64, b.images as f64),
             self.plan.cluster.flash_attention,
         )
     }
@@ -209,8 +210,8 @@ impl<'p> CostModel<'p> {
 }
 
 impl Costs for CostModel<'_> {
-    fn transfer(&self, layers: Range<u64>, mb: u32, from: u32, to: u32) -> f64 {
-        self.p2p(self.boundary_bytes(layers, mb), from, to)
+    fn transfer(&self, layers: Range<u64>, mb: u32, share: f64, from: u32, to: u32) -> f64 {
+        self.p2p(self.boundary_bytes(layers, mb) * share, from, to)
     }
 
     fn send_occupies(&self) -> bool {

@@ -92,8 +92,73 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choice) -> (Skeleton, Ch
             best = Some((t, i));
         }
     }
-    let (skeleton, owner, n) = forms[best.expect("at least the plan's own form").1].clone();
-    (skeleton, Choice { chunks: n, encoder_owner: owner, ..probe.clone() })
+    let (best, i) = best.expect("at least the plan's own form");
+    let (skeleton, owner, n) = forms[i].clone();
+    let chosen = Choice { chunks: n, encoder_owner: owner, ..probe.clone() };
+    let mut candidate = plan.clone();
+    candidate.schedule[0].skeleton = skeleton;
+    let (split_step, parts) = image_splits(&candidate, &chosen, best, costs);
+    if parts.is_empty() {
+        return (skeleton, chosen);
+    }
+    // Parts are smaller than whole encodes: they may fit the idle time in fewer chunks.
+    let mut best = (split_step, chosen.chunks);
+    for &n in counts.iter().filter(|&&n| n != chosen.chunks) {
+        let t = candidate_step(
+            &derive_once(&candidate, costs, &Choice { chunks: n, parts: parts.clone(), ..chosen.clone() }),
+            costs,
+        );
+        if t < best.0 * (1.0 - 1e-6) {
+            best = (t, n);
+        }
+    }
+    (skeleton, Choice { parts, chunks: best.1, ..chosen })
+}
+
+/// Where splitting a microbatch's images across ranks pays: the first microbatches (their
+/// encodes hold the body back) and, for a trainable encoder, the last ones (their backwards
+/// end the step). For each end in turn: how many microbatches (1, 2, 4, … or all), each split
+/// over as many ranks as the images allow, then over how many ranks (2, 4, …: fewer parts go
+/// only where the idle time is), each timed against the best so far, starting from `unsplit`,
+/// the step without any split.
+fn image_splits(plan: &Plan, chosen: &Choice, unsplit: f64, costs: &dyn Costs) -> (f64, Vec<u32>) {
+    let Skeleton::Transpose { fill: Fill::Slack, lookahead: false, .. } = plan.schedule[0].skeleton else {
+        return (unsplit, Vec::new());
+    };
+    let m = plan.batch.microbatches as usize;
+    let most = (plan.batch.images as u32).min(plan.cluster.pp as u32);
+    if most <= 1 {
+        return (unsplit, Vec::new());
+    }
+    let trainable = plan.cut.regions[0].segments.iter().any(|(part, _)| !plan.model.parts[*part].frozen);
+    let doubling =
+        |limit: usize| std::iter::successors(Some(1usize), |n| n.checked_mul(2)).take_while(move |n| *n < limit);
+    let counts: Vec<usize> = doubling(m).chain([m]).collect();
+    let widths: Vec<u32> = doubling(most as usize).skip(1).map(|n| n as u32).collect();
+    let mut best = (unsplit, vec![1; m]);
+    let try_split = |best: &mut (f64, Vec<u32>), split: Vec<u32>| {
+        let t = candidate_step(&derive_once(plan, costs, &Choice { parts: split.clone(), ..chosen.clone() }), costs);
+        if t < best.0 * (1.0 - 1e-6) {
+            *best = (t, split);
+        }
+    };
+    let ends: &[bool] = if trainable { &[false, true] } else { &[false] };
+    for &last in ends {
+        let base = best.1.clone();
+        let with = |j: usize, parts: u32| {
+            let mut split = base.clone();
+            split[if last { m - j..m } else { 0..j }].iter_mut().for_each(|k| *k = parts);
+            split
+        };
+        for &j in &counts {
+            try_split(&mut best, with(j, most));
+        }
+        let j = counts.iter().copied().find(|&j| best.1 == with(j, most));
+        for (j, &parts) in j.into_iter().flat_map(|j| widths.iter().map(move |p| (j, p))) {
+            try_split(&mut best, with(j, parts));
+        }
+    }
+    if best.1.iter().all(|k| *k == 1) { (unsplit, Vec::new()) } else { best }
 }
 
 /// Chunk counts worth trying for an encoder of `layers` layers: whole encodes, halvings down to
@@ -115,6 +180,8 @@ struct Choice {
     encoder_owner: Option<OwnerSpec>,
     /// The sink's owner map.
     sink: Option<Vec<u32>>,
+    /// Per microbatch: the parts its images are split into across ranks (empty: all whole).
+    parts: Vec<u32>,
 }
 
 /// The candidate whose derived plan runs fastest (compute and transfer times).
@@ -132,7 +199,8 @@ fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, derive_with: impl Fn(&Vec
 /// The step of a derived plan as the cost model times its compute and transfers.
 fn candidate_step(d: &Derived, costs: &dyn Costs) -> f64 {
     let stages: Vec<std::ops::Range<u64>> = d.placement.stages.iter().map(|s| s.layers.clone()).collect();
-    crate::ir::interpret::run(&d.ir, &CandidateTimes { costs, stages: &stages })
+    let images = d.ir.pipeline.images;
+    crate::ir::interpret::run(&d.ir, &CandidateTimes { costs, stages: &stages, images })
         .map(|t| t.makespan())
         .unwrap_or(f64::INFINITY)
 }
@@ -142,12 +210,15 @@ fn candidate_step(d: &Derived, costs: &dyn Costs) -> f64 {
 struct CandidateTimes<'a> {
     costs: &'a dyn Costs,
     stages: &'a [std::ops::Range<u64>],
+    images: u32,
 }
 
 impl CandidateTimes<'_> {
     fn flight(&self, from: u32, to: u32, i: &Instr) -> f64 {
         match (i.stage, i.mb) {
-            (Some(s), Some(mb)) => self.costs.transfer(self.stages[s as usize].clone(), mb, from, to),
+            (Some(s), Some(mb)) => {
+                self.costs.transfer(self.stages[s as usize].clone(), mb, i.share(self.images), from, to)
+            }
             _ => 0.0,
         }
     }
@@ -157,7 +228,7 @@ impl crate::ir::interpret::Durations for CandidateTimes<'_> {
     fn instruction(&self, rank: u32, i: &Instr) -> f64 {
         match (i.stage, i.mb) {
             (Some(s), Some(mb)) if i.op.is_compute() => {
-                crate::cost::compute_time(self.costs, i.op, self.stages[s as usize].clone(), mb)
+                crate::cost::compute_time(self.costs, i.op, self.stages[s as usize].clone(), mb) * i.share(self.images)
             }
             _ if i.op == Op::Send && self.costs.send_occupies() => self.flight(rank, i.peer.unwrap_or(rank), i),
             _ => 0.0,
@@ -174,9 +245,9 @@ fn derive_once(plan: &Plan, costs: &dyn Costs, choice: &Choice) -> Derived {
     let mut g =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
     body(&mut g, &placement);
-    let transposed = placement
-        .encoder
-        .map(|enc| transpose::add(&mut g, plan, &placement, &enc, costs, choice.encoder_owner.as_ref()));
+    let transposed = placement.encoder.map(|enc| {
+        transpose::add(&mut g, plan, &placement, &enc, costs, (choice.encoder_owner.as_ref(), &choice.parts))
+    });
     let m = placement.body.shape.microbatches;
     let sink_owners = placement.sink.map(|sink| {
         let owners = match (&choice.sink, &plan.owner) {
@@ -253,12 +324,17 @@ fn reductions(g: &mut OrderGraph, plan: &Plan, placement: &Placement) {
             }
         }
     }
-    for replica in [placement.encoder, placement.sink].into_iter().flatten().filter(|e| e.trainable) {
-        let name = placement.regions[replica.region].name.clone();
-        if replica.chunks > 1 && replica.fill == Fill::Slack {
-            gradient_buckets(g, &replica, &name);
-        } else {
-            collective(g, Group::Pp, &name);
+    // Trainable replicated regions: (region, the encoder when its gradients go in buckets).
+    let encoder = placement.encoder.filter(|e| e.trainable);
+    let buckets = encoder.filter(|e| e.chunks > 1 && e.fill == Fill::Slack);
+    let sink = placement.sink.filter(|s| s.trainable).map(|s| (s.region, None));
+    for (region, buckets) in encoder.map(|e| (e.region, buckets)).into_iter().chain(sink) {
+        let name = placement.regions[region].name.clone();
+        match buckets {
+            Some(encoder) => gradient_buckets(g, &encoder, &name),
+            None => {
+                collective(g, Group::Pp, &name);
+            }
         }
         if dp {
             for r in 0..ranks {
@@ -345,6 +421,7 @@ fn assemble(
             dp: c.dp as u32,
             tp: c.tp as u32,
             mapping: placement.body.mapping,
+            images: plan.batch.images as u32,
         },
         regions,
         stages,

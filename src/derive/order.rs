@@ -137,7 +137,9 @@ impl OrderGraph {
                 if from != rank {
                     let producer = &self.graph[edge.source()].instr;
                     let (stage, mb) = (producer.stage.unwrap_or(0), producer.mb.unwrap_or(0));
-                    inputs.push((from, Instr::comm(Op::Recv, dir, stage, mb, from)));
+                    // A part's tensor is its images' slice, activation or gradient alike.
+                    let images = producer.images.or(if dir == Dir::Grad { me.images } else { None });
+                    inputs.push((from, Instr { images, ..Instr::comm(Op::Recv, dir, stage, mb, from) }));
                 }
             }
             if !inputs.is_empty() {
@@ -151,7 +153,10 @@ impl OrderGraph {
                 let Dep::Data(dir) = *edge.weight() else { continue };
                 let to = self.rank_of(edge.target(), rank);
                 if to != rank {
-                    outputs.push((to, Instr::comm(Op::Send, dir, me.stage.unwrap_or(0), me.mb.unwrap_or(0), to)));
+                    let target = &self.graph[edge.target()].instr;
+                    let images = me.images.or(if dir == Dir::Grad { target.images } else { None });
+                    let send = Instr::comm(Op::Send, dir, me.stage.unwrap_or(0), me.mb.unwrap_or(0), to);
+                    outputs.push((to, Instr { images, ..send }));
                 }
             }
             if !outputs.is_empty() {

@@ -37,6 +37,10 @@ pub struct Job {
     pub deadline: Option<f64>,
     /// When the feature gradient is back on any owner, in body time.
     pub release: f64,
+    /// The microbatch, and which part of its images this is (0 for a whole encode): the parts
+    /// of one microbatch go to different ranks.
+    pub mb: u32,
+    pub part: u32,
 }
 
 /// Where one chunk runs: before which event of its owner's chain, from when.
@@ -63,9 +67,10 @@ const EPS: f64 = 1e-12;
 /// meets every deadline, then improved one job at a time (the plan's own owners stay fixed).
 pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Schedule {
     let ranks = windows.len() as u32;
+    // A fixed map gives a microbatch's owner; its further parts go to the ranks after it.
     let fixed: Option<Vec<u32>> = match spec {
-        OwnerSpec::RoundRobin => Some((0..jobs.len() as u32).map(|mb| mb % ranks).collect()),
-        OwnerSpec::Explicit(list) => Some(list.iter().map(|r| *r as u32).collect()),
+        OwnerSpec::RoundRobin => Some(jobs.iter().map(|j| (j.mb + j.part) % ranks).collect()),
+        OwnerSpec::Explicit(list) => Some(jobs.iter().map(|j| (list[j.mb as usize] as u32 + j.part) % ranks).collect()),
         OwnerSpec::ByMicrobatch => None,
     };
     let mut unbounded = usize::MAX;
@@ -119,7 +124,8 @@ fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedul
         improved = false;
         for mb in (0..jobs.len()).rev() {
             for r in 0..ranks {
-                if r == best.owners[mb] {
+                let sibling = |o: usize| o != mb && jobs[o].mb == jobs[mb].mb && best.owners[o] == r;
+                if r == best.owners[mb] || (0..jobs.len()).any(sibling) {
                     continue;
                 }
                 if budget == 0 {
@@ -154,9 +160,11 @@ fn place_all(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, delay
     for mb in order {
         let job = &jobs[mb];
         let step_end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
+        // Parts of one microbatch are placed one after another (same deadline, adjacent).
+        let sibling = |r: u32| (0..mb).rev().take_while(|&o| jobs[o].mb == job.mb).any(|o| schedule.owners[o] == r);
         let candidates: Vec<u32> = match fixed {
             Some(f) => vec![f[mb]],
-            None => (0..lanes.len() as u32).collect(),
+            None => (0..lanes.len() as u32).filter(|&r| !sibling(r)).collect(),
         };
         // (the owner's end, the job's finish, rank, forward and backward (window, start))
         type Fitted = Vec<(usize, f64)>;
@@ -252,7 +260,7 @@ mod tests {
     }
 
     fn frozen(chunks: &[f64], deadline: f64) -> Job {
-        Job { forward: chunks.to_vec(), backward: Vec::new(), deadline: Some(deadline), release: 0.0 }
+        Job { forward: chunks.to_vec(), backward: Vec::new(), deadline: Some(deadline), release: 0.0, mb: 0, part: 0 }
     }
 
     #[test]
@@ -273,7 +281,10 @@ mod tests {
             vec![window(0, None, 1.0), window(1, Some(2.0), f64::INFINITY)],
             vec![window(0, None, 3.0), window(1, Some(4.0), f64::INFINITY)],
         ];
-        let jobs = [frozen(&[1.0], 1.0), frozen(&[1.0], 2.0), frozen(&[1.0], 2.5)];
+        let jobs: Vec<Job> = [(1.0, 0), (2.0, 1), (2.5, 2)]
+            .into_iter()
+            .map(|(deadline, mb)| Job { mb, ..frozen(&[1.0], deadline) })
+            .collect();
         let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &jobs);
         assert_eq!(s.delay, 0.0);
         assert_eq!(s.owners, [0, 1, 1]);
@@ -283,9 +294,19 @@ mod tests {
     }
 
     #[test]
+    fn parts_of_one_microbatch_go_to_different_ranks() {
+        // Both ranks idle 1 unit before their first event; two halves of one encode, due at 1.
+        let windows = vec![vec![window(0, None, 1.0), window(1, Some(2.0), f64::INFINITY)]; 2];
+        let jobs: Vec<Job> = (0..2).map(|part| Job { part, ..frozen(&[1.0], 1.0) }).collect();
+        let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &jobs);
+        assert_eq!(s.delay, 0.0);
+        assert_eq!(s.owners, [0, 1]);
+    }
+
+    #[test]
     fn backward_runs_after_its_release_on_the_owner() {
         let windows = vec![vec![window(0, None, 1.0), window(1, Some(5.0), f64::INFINITY)]];
-        let job = Job { forward: vec![1.0], backward: vec![2.0], deadline: Some(1.0), release: 6.0 };
+        let job = Job { forward: vec![1.0], backward: vec![2.0], deadline: Some(1.0), release: 6.0, mb: 0, part: 0 };
         let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job]);
         assert_eq!(s.backward[0], [Slot { before: 1, start: 6.0 }]);
     }

@@ -41,7 +41,7 @@ pub struct Body {
     pub first: u32,
 }
 
-/// A replicated region run by `transpose`: at the source (an encoder) or at the sink.
+/// A replicated region run by `transpose` at the source: the encoder.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Encoder {
     pub region: usize,
@@ -64,14 +64,22 @@ impl Encoder {
     }
 }
 
+/// A replicated region after the body (a sink-side generator or head): one stage, run right
+/// after the body's last stage, so nothing to chunk, fill or look ahead.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sink {
+    pub region: usize,
+    pub stage: u32,
+    pub trainable: bool,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Placement {
     pub regions: Vec<RegionInfo>,
     pub stages: Vec<Stage>,
     pub body: Body,
     pub encoder: Option<Encoder>,
-    /// A replicated region after the body (a sink-side generator or head).
-    pub sink: Option<Encoder>,
+    pub sink: Option<Sink>,
 }
 
 impl Placement {
@@ -139,13 +147,11 @@ pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32) -> Placem
             let Skeleton::Transpose { fill, lookahead, .. } = info.skeleton else {
                 unreachable!("replicated means transpose")
             };
-            // A sink keeps one stage: it runs right after the body's last stage, no gap to fill.
             let chunks = if first.is_none() { chunk_count(plan, auto_chunks) } else { 1 };
-            let replica = Encoder { region: i, stage: id, chunks, fill, trainable: info.trainable, lookahead };
             if first.is_none() {
-                encoder = Some(replica)
+                encoder = Some(Encoder { region: i, stage: id, chunks, fill, trainable: info.trainable, lookahead });
             } else {
-                sink = Some(replica)
+                sink = Some(Sink { region: i, stage: id, trainable: info.trainable });
             }
             let mut start = region.layers.start;
             for size in balanced_split(region.layers.clone(), chunks as usize, costs) {

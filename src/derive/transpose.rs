@@ -21,7 +21,7 @@ use petgraph::graph::NodeIndex;
 
 use super::order::OrderGraph;
 use super::owner::{self, Job, Window};
-use super::placement::{Encoder, Placement};
+use super::placement::{Encoder, Placement, Sink};
 use crate::algebra::{Fill, OwnerSpec};
 use crate::cost::{self, Costs};
 use crate::ir::{Dir, Instr, Op};
@@ -58,33 +58,69 @@ pub fn add(
     placement: &Placement,
     enc: &Encoder,
     costs: &dyn Costs,
-    owner: Option<&OwnerSpec>,
+    choice: (Option<&OwnerSpec>, &[u32]),
 ) -> Transposed {
+    let (owner, parts) = choice;
     let ranks = placement.body.shape.ranks;
     let m = placement.body.shape.microbatches;
     let first = placement.body.first;
     let (start, end) = body_times(g, placement, costs);
     let slack: Vec<f64> = g.chains.iter().map(|c| warmup_slack(c, &g.graph, &start, &end)).collect();
     let spec = owner.or(plan.owner.as_ref()).cloned().unwrap_or(OwnerSpec::ByMicrobatch);
-    let bounds = bounds(g, placement, enc, costs, (&start, &end));
-    let owners = match enc.fill {
-        Fill::Slack => fill_idle_time(g, placement, enc, costs, &spec, (&start, &end)),
-        Fill::Prefix => prefix(g, placement, enc, &spec),
+    let images = plan.batch.images as u32;
+    let bounds = bounds(g, placement, enc, costs, (&start, &end), images.min(ranks));
+    let pieces: Vec<Piece> = (0..m)
+        .flat_map(|mb| {
+            let k = parts.get(mb as usize).copied().unwrap_or(1).clamp(1, images.min(ranks));
+            image_ranges(images, k).into_iter().map(move |range| Piece { mb, images: range, owner: 0 })
+        })
+        .collect();
+    let (owners, pieces) = match enc.fill {
+        Fill::Slack => fill_idle_time(g, placement, enc, costs, &spec, (&start, &end), pieces, images),
+        Fill::Prefix => {
+            let owners = prefix(g, placement, enc, &spec);
+            let pieces = (0..m).map(|mb| Piece { mb, images: None, owner: owners[mb as usize] }).collect();
+            (owners, pieces)
+        }
     };
     let mut work = vec![0.0; ranks as usize];
-    for (mb, r) in owners.iter().enumerate() {
-        work[*r as usize] += encode(placement, enc, costs, mb as u32);
+    for p in &pieces {
+        work[p.owner as usize] += encode(placement, enc, costs, p.mb) * p.share(images);
     }
     let mut prologue = vec![Vec::new(); ranks as usize];
     if enc.lookahead {
         let deadline = |mb: u32| deadline(g, &start, first, mb);
-        let mut order: Vec<u32> = (0..m).collect();
-        order.sort_by(|a, b| deadline(*a).total_cmp(&deadline(*b)).then(a.cmp(b)));
-        for mb in order {
-            prologue[owners[mb as usize] as usize].extend(enc.stages().map(|s| Instr::compute(Op::Forward, s, mb)));
+        let mut order: Vec<&Piece> = pieces.iter().collect();
+        order.sort_by(|a, b| deadline(a.mb).total_cmp(&deadline(b.mb)).then(a.mb.cmp(&b.mb)));
+        for p in order {
+            let forwards = enc.stages().map(|s| Instr { images: p.images, ..Instr::compute(Op::Forward, s, p.mb) });
+            prologue[p.owner as usize].extend(forwards);
         }
     }
     Transposed { owners, slack, work, prologue, bounds }
+}
+
+/// A microbatch's encoder work, or a part of its images, and the rank that runs it.
+struct Piece {
+    mb: u32,
+    /// Images `[lo, hi)` of each sequence; `None`: all of them.
+    images: Option<[u32; 2]>,
+    owner: u32,
+}
+
+impl Piece {
+    fn share(&self, images: u32) -> f64 {
+        crate::ir::image_share(self.images, images)
+    }
+}
+
+/// `images` split into `parts` contiguous ranges as even as whole images allow; one part is
+/// the whole encode (no range).
+pub fn image_ranges(images: u32, parts: u32) -> Vec<Option<[u32; 2]>> {
+    if parts <= 1 {
+        return vec![None];
+    }
+    (0..parts).map(|k| Some([k * images / parts, (k + 1) * images / parts])).collect()
 }
 
 fn forward_of(placement: &Placement, costs: &dyn Costs, stage: u32, mb: u32) -> f64 {
@@ -107,6 +143,7 @@ fn bounds(
     enc: &Encoder,
     costs: &dyn Costs,
     (start, end): (&[f64], &[f64]),
+    parts: u32,
 ) -> Bounds {
     let first = placement.body.first;
     let m = placement.body.shape.microbatches;
@@ -132,8 +169,10 @@ fn bounds(
     };
     // The first features hold the whole body back; the last feature gradient comes back when
     // the body is done, and its encoder backward follows.
-    let head = by(&deadline, false).map_or(0.0, encode);
-    let tail = by(&release, true).map_or(0.0, backward);
+    // Both divide over the ranks at most as far as the images go.
+    let parts = f64::from(parts.max(1));
+    let head = by(&deadline, false).map_or(0.0, encode) / parts;
+    let tail = by(&release, true).map_or(0.0, backward) / parts;
     // Idle time that can hold encoder work: before the last deadline, or up to the body's end
     // where the work may follow it (lookahead, backward).
     let open = enc.lookahead || enc.trainable;
@@ -154,11 +193,13 @@ fn bounds(
     }
 }
 
-/// Mpipe's placement: each microbatch's chunks on one owner, inside the body's idle windows
+/// Mpipe's placement: each piece's chunks on one owner, inside the body's idle windows
 /// (owner::schedule), the forwards chained to each other and to the first body stage, a
 /// trainable encoder's backwards from the feature gradient down to the first chunk. With
 /// lookahead the forwards serve the next step, and this step's features, encoded the step
-/// before, leave their owner at the start of the step.
+/// before, leave their owner at the start of the step. A microbatch split into parts has one
+/// piece a part, each on its own rank; the first body stage gathers them.
+#[allow(clippy::too_many_arguments)]
 fn fill_idle_time(
     g: &mut OrderGraph,
     placement: &Placement,
@@ -166,24 +207,29 @@ fn fill_idle_time(
     costs: &dyn Costs,
     spec: &OwnerSpec,
     (start, end): (&[f64], &[f64]),
-) -> Vec<u32> {
-    let m = placement.body.shape.microbatches;
+    mut pieces: Vec<Piece>,
+    images: u32,
+) -> (Vec<u32>, Vec<Piece>) {
     let first = placement.body.first;
     let windows: Vec<Vec<Window>> = g.chains.iter().map(|c| idle_windows(c, start, end)).collect();
-    let jobs: Vec<Job> = (0..m)
-        .map(|mb| {
-            let consumer = g.index_of(Op::Forward, first, mb);
-            let gradient = g.find(Op::BackwardInput, first, mb).or_else(|| g.find(Op::Backward, first, mb));
+    let layers = |s: u32| placement.stages[s as usize].layers.clone();
+    let mut part = 0;
+    let jobs: Vec<Job> = pieces
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            part = if k > 0 && pieces[k - 1].mb == p.mb { part + 1 } else { 0 };
+            let share = p.share(images);
+            let consumer = g.index_of(Op::Forward, first, p.mb);
+            let gradient = g.find(Op::BackwardInput, first, p.mb).or_else(|| g.find(Op::Backward, first, p.mb));
+            let backward = |s: u32| cost::compute_time(costs, Op::Backward, layers(s), p.mb) * share;
             Job {
-                forward: enc.stages().map(|s| forward_of(placement, costs, s, mb)).collect(),
-                backward: if enc.trainable {
-                    let layers = |s: u32| placement.stages[s as usize].layers.clone();
-                    enc.stages().rev().map(|s| cost::compute_time(costs, Op::Backward, layers(s), mb)).collect()
-                } else {
-                    Vec::new()
-                },
+                forward: enc.stages().map(|s| forward_of(placement, costs, s, p.mb) * share).collect(),
+                backward: if enc.trainable { enc.stages().rev().map(backward).collect() } else { Vec::new() },
                 deadline: (!enc.lookahead).then(|| start[consumer.index()]),
                 release: gradient.map_or(0.0, |n| end[n.index()]),
+                mb: p.mb,
+                part,
             }
         })
         .collect();
@@ -191,25 +237,27 @@ fn fill_idle_time(
     let head = placement.rank_of_body(0);
     // Chunk nodes to insert per rank: (chain position, start, node).
     let mut inserts: Vec<Vec<(usize, f64, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
-    for mb in 0..m {
-        let owner = schedule.owners[mb as usize];
+    for (k, piece) in pieces.iter_mut().enumerate() {
+        let (mb, owner) = (piece.mb, schedule.owners[k]);
+        piece.owner = owner;
         let consumer = g.index_of(Op::Forward, first, mb);
-        let mut previous = None;
-        for (s, slot) in enc.stages().zip(&schedule.forward[mb as usize]) {
-            let mut instr = Instr::compute(Op::Forward, s, mb);
+        let mut forwards = Vec::new();
+        for (s, slot) in enc.stages().zip(&schedule.forward[k]) {
+            let mut instr = Instr { images: piece.images, ..Instr::compute(Op::Forward, s, mb) };
             instr.step = enc.lookahead.then_some(1);
             let node = g.node(instr, Some(owner));
-            if let Some(p) = previous {
+            if let Some(&p) = forwards.last() {
                 g.data(p, node, Dir::Act);
             }
-            previous = Some(node);
+            forwards.push(node);
             inserts[owner as usize].push((slot.before, slot.start, node));
         }
-        let last = previous.expect("an encoder has at least one chunk");
+        let last = *forwards.last().expect("an encoder has at least one chunk");
         if !enc.lookahead {
             g.data(last, consumer, Dir::Act);
         } else if owner != head {
-            let held = g.node(Instr::comm(Op::Send, Dir::Act, enc.last_stage(), mb, head), Some(owner));
+            let send = Instr::comm(Op::Send, Dir::Act, enc.last_stage(), mb, head);
+            let held = g.node(Instr { images: piece.images, ..send }, Some(owner));
             g.data(held, consumer, Dir::Act);
             inserts[owner as usize].push((0, f64::NEG_INFINITY, held));
         }
@@ -219,10 +267,10 @@ fn fill_idle_time(
                 .or_else(|| g.find(Op::Backward, first, mb))
                 .expect("a trainable encoder means the first body stage runs backward");
             let mut previous = gradient;
-            for (s, slot) in enc.stages().rev().zip(&schedule.backward[mb as usize]) {
-                let node = g.node(Instr::compute(Op::Backward, s, mb), Some(owner));
+            for ((s, slot), &forward) in enc.stages().rev().zip(&schedule.backward[k]).zip(forwards.iter().rev()) {
+                let node = g.node(Instr { images: piece.images, ..Instr::compute(Op::Backward, s, mb) }, Some(owner));
                 g.data(previous, node, Dir::Grad);
-                g.data(g.index_of(Op::Forward, s, mb), node, Dir::Act);
+                g.data(forward, node, Dir::Act);
                 previous = node;
                 inserts[owner as usize].push((slot.before, slot.start, node));
             }
@@ -234,7 +282,11 @@ fn fill_idle_time(
             g.chains[r].insert(at + offset, node);
         }
     }
-    schedule.owners
+    let mut owners = vec![0; placement.body.shape.microbatches as usize];
+    for p in pieces.iter().rev() {
+        owners[p.mb as usize] = p.owner;
+    }
+    (owners, pieces)
 }
 
 /// HyperParallel's prefix block: each rank encodes its microbatches whole, before its pipeline,
@@ -379,7 +431,7 @@ fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> (Vec<
 /// backward, and sends the gradient back to the last body stage. On the owner the pair goes
 /// where the body-only schedule says the activation arrives, so nothing it waits for comes
 /// after it.
-pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Encoder, owners: &[u32], costs: &dyn Costs) {
+pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Sink, owners: &[u32], costs: &dyn Costs) {
     let m = placement.body.shape.microbatches;
     let last = placement.body.first + placement.body.shape.stages() - 1;
     let backward = placement.stages[sink.stage as usize].backward;

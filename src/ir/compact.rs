@@ -174,9 +174,6 @@ macro_rules! no_compound_values {
         fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unencodable> {
             Err(unsupported("list"))
         }
-        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unencodable> {
-            Err(unsupported("list"))
-        }
         fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unencodable> {
             Err(unsupported("list"))
         }
@@ -225,6 +222,9 @@ impl<'o> ser::Serializer for Token<'o> {
 
     fn serialize_bytes(self, _: &[u8]) -> Result<(), Unencodable> {
         Err(unsupported("byte"))
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unencodable> {
+        Err(unsupported("list"))
     }
     fn serialize_none(self) -> Result<(), Unencodable> {
         Err(unsupported("bare"))
@@ -299,6 +299,7 @@ fn extension(out: &mut dyn Write, key: &str, value: Value) -> fmt::Result {
         Value::Flag(false) | Value::Absent => Ok(()),
         Value::Flag(true) => write!(out, ";{key}"),
         Value::Number(n) => write!(out, ";{key}:{n}"),
+        Value::Range(lo, hi) => write!(out, ";{key}:{lo}-{hi}"),
         Value::Text(t) => {
             write!(out, ";{key}=")?;
             escaped(out, &t)
@@ -315,6 +316,8 @@ enum Value {
     Absent,
     Flag(bool),
     Number(i128),
+    /// Two non-negative integers: `lo-hi`.
+    Range(i128, i128),
     Text(String),
     Name(&'static str),
 }
@@ -333,7 +336,7 @@ impl ser::Serializer for Scalar {
     type Ok = Value;
     type Error = Unencodable;
     type SerializeSeq = Impossible<Value, Unencodable>;
-    type SerializeTuple = Impossible<Value, Unencodable>;
+    type SerializeTuple = Pair;
     type SerializeTupleStruct = Impossible<Value, Unencodable>;
     type SerializeTupleVariant = Impossible<Value, Unencodable>;
     type SerializeMap = Impossible<Value, Unencodable>;
@@ -391,7 +394,32 @@ impl ser::Serializer for Scalar {
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Unencodable> {
         Err(unsupported("struct"))
     }
+    fn serialize_tuple(self, len: usize) -> Result<Pair, Unencodable> {
+        if len == 2 { Ok(Pair(Vec::with_capacity(2))) } else { Err(unsupported("list")) }
+    }
     no_compound_values!();
+}
+
+/// A pair of integers (an `images` range), written `lo-hi`.
+struct Pair(Vec<i128>);
+
+impl ser::SerializeTuple for Pair {
+    type Ok = Value;
+    type Error = Unencodable;
+
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), Unencodable> {
+        match v.serialize(Scalar)? {
+            Value::Number(n) if n >= 0 => {
+                self.0.push(n);
+                Ok(())
+            }
+            _ => Err(unsupported("list")),
+        }
+    }
+
+    fn end(self) -> Result<Value, Unencodable> {
+        Ok(Value::Range(self.0[0], self.0[1]))
+    }
 }
 
 /// Reads a compact plan back into the IR: tokens become plan.json's instruction objects and go
@@ -483,7 +511,11 @@ fn decode(token: &str) -> Result<serde_json::Value, String> {
     }
     for ext in extensions.into_iter().flat_map(|e| e.split(';')) {
         let (key, value) = if let Some((k, n)) = ext.split_once(':') {
-            (k, serde_json::Value::from(n.parse::<i64>().map_err(|_| bad())?))
+            let number = |n: &str| n.parse::<i64>().map_err(|_| bad());
+            match n.split_once('-') {
+                Some((lo, hi)) if !lo.is_empty() => (k, serde_json::json!([number(lo)?, number(hi)?])),
+                _ => (k, serde_json::Value::from(number(n)?)),
+            }
         } else if let Some((k, t)) = ext.split_once('=') {
             (k, unescape(t)?.into())
         } else {
@@ -547,8 +579,11 @@ mod tests {
 
     #[test]
     fn extensions_read_back_into_their_fields() {
-        let fields = decode("Fs1m2;step:1;tag=a%3Bb;late").unwrap();
+        let fields = decode("Fs1m2;step:1;tag=a%3Bb;late;images:2-4").unwrap();
         assert_eq!(fields["step"], 1);
+        assert_eq!(fields["images"], serde_json::json!([2, 4]));
+        let part = Instr { images: Some([2, 4]), ..Instr::compute(Op::Forward, 1, 2) };
+        assert_eq!(token(&part), "Fs1m2;images:2-4");
         assert_eq!(fields["tag"], "a;b");
         assert_eq!(fields["late"], true);
         let mut out = String::new();

@@ -35,6 +35,17 @@ pub struct Pipeline {
     pub tp: u32,
     /// Stage index -> pipeline rank mapping style of the sharded stages: `loop` or `v`.
     pub mapping: Mapping,
+    /// Images per sequence: what an encoder instruction's `images` range counts (absent: 1).
+    #[serde(skip_serializing_if = "is_one", default = "one")]
+    pub images: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +184,10 @@ pub struct Instr {
     /// work, and the rank waits for it before its `optimizer_step`.
     #[serde(rename = "async", skip_serializing_if = "std::ops::Not::not", default)]
     pub asynchronous: bool,
+    /// A part of a microbatch's encode: images `[lo, hi)` of each of its sequences, on this
+    /// rank; the first body stage gathers the parts in image order. Absent: all images.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub images: Option<[u32; 2]>,
 }
 
 impl Instr {
@@ -189,6 +204,7 @@ impl Instr {
             overlap: false,
             step: None,
             asynchronous: false,
+            images: None,
         }
     }
 
@@ -213,6 +229,18 @@ impl Instr {
     pub fn optimizer_step() -> Instr {
         Instr::bare(Op::OptimizerStep)
     }
+}
+
+impl Instr {
+    /// The fraction of its microbatch's images the instruction's work or tensor covers.
+    pub fn share(&self, images: u32) -> f64 {
+        image_share(self.images, images)
+    }
+}
+
+/// The fraction of a microbatch's `images` that the range `[lo, hi)` holds (all: `None`).
+pub fn image_share(range: Option<[u32; 2]>, images: u32) -> f64 {
+    range.map_or(1.0, |[lo, hi]| f64::from(hi.saturating_sub(lo)) / f64::from(images.max(1)))
 }
 
 impl PlanIr {

@@ -38,6 +38,9 @@ impl fmt::Display for Shown<'_> {
             Op::OptimizerStep => f.write_str("optimizer_step")?,
             op => write!(f, "{} s{stage} mb{mb}", op.name())?,
         }
+        if let Some([lo, hi]) = i.images {
+            write!(f, " images {lo}..{hi}")?;
+        }
         match (i.overlap, i.step) {
             (true, _) => f.write_str(" (overlapped)"),
             (false, Some(ahead)) => write!(f, " (for step +{ahead})"),
@@ -61,11 +64,15 @@ pub fn render(ir: &PlanIr) -> String {
 pub fn write(ir: &PlanIr, out: &mut impl Write) -> io::Result<()> {
     let p = &ir.pipeline;
     writeln!(out, "{} v{}  {}", ir.format, ir.version, ir.source)?;
-    writeln!(
+    write!(
         out,
         "pipeline: {} ranks, {} microbatches, dp {}, tp {}, {:?} mapping",
         p.ranks, p.microbatches, p.dp, p.tp, p.mapping
     )?;
+    if p.images > 1 {
+        write!(out, ", {} images a sequence", p.images)?;
+    }
+    writeln!(out)?;
     writeln!(out, "\nregions:")?;
     for r in &ir.regions {
         let train = if r.trainable {

@@ -47,13 +47,19 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
         return Err(vec![format!("the plan has {} rank lists for {p} pipeline ranks", ir.ranks.len())]);
     }
     let backward: Vec<bool> = ir.stages.iter().map(|st| st.backward).collect();
-    let holds = |rank: u32, s: u32, mb: u32| {
+    let holds = |rank: u32, i: &Instr, s: u32, mb: u32| {
         let stage = ir.stage(s);
         match stage.rank {
             Some(r) => r == rank,
+            // A part of an encode runs on any replica; a whole one on the microbatch's owner.
+            None if i.images.is_some() => true,
             None => ir.owner.get(&stage.region).and_then(|o| o.get(mb as usize)).is_some_and(|o| *o == rank),
         }
     };
+    let images = ir.pipeline.images;
+    // Parts of an encode, by (stage, microbatch, op): (images, rank) of each.
+    type Parts = std::collections::BTreeMap<(u32, u32, u8), Vec<([u32; 2], u32)>>;
+    let mut parts = Parts::new();
     let stages = ir.stages.len() as u32;
     // Flags per (stage, microbatch): which compute ops ran, which tensors arrived. Flat
     // vectors rather than sets: the validator runs on every build, over every instruction.
@@ -73,9 +79,13 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
         _ => WEIGHT,
     };
     let arrived = |dir: Dir| if dir == Dir::Act { FORWARD } else { BACKWARD };
+    // How many of a microbatch's images of each stage's output a rank has: a gather is
+    // complete when the parts sum to all of them.
+    let mut gathered_images = vec![0u32; cells];
     for r in &ir.ranks {
         done.iter_mut().for_each(|d| *d = 0);
         got.iter_mut().for_each(|g| *g = 0);
+        gathered_images.iter_mut().for_each(|h| *h = 0);
         // What this rank encoded the step before (lookahead) is here from the start, for this
         // step's work; the prologue encoded it before the first step.
         let mut carried: Vec<bool> = vec![false; cells];
@@ -97,7 +107,12 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                     continue;
                 }
                 let d = done[slot(s, mb)];
+                let share = i.images.map_or(images, |[lo, hi]| hi.saturating_sub(lo));
                 match (i.op, dir) {
+                    (Op::Recv, Dir::Act) => {
+                        got[slot(s, mb)] |= FORWARD;
+                        gathered_images[slot(s, mb)] += share;
+                    }
                     (Op::Recv, dir) => got[slot(s, mb)] |= arrived(dir),
                     (Op::Send, Dir::Act) if d & FORWARD == 0 && !carried[slot(s, mb)] => {
                         problems.push(format!("{}: sends an activation before computing it", here()))
@@ -117,10 +132,13 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                 problems.push(format!("{}: no such stage or microbatch", here()));
                 continue;
             }
-            if !holds(r.rank, s, mb) {
+            if !holds(r.rank, i, s, mb) {
                 problems.push(format!("{}: this rank does not hold stage {s} for microbatch {mb}", here()));
             }
-            counts[slot(s, mb)][bit(i.op).trailing_zeros() as usize] += 1;
+            match i.images {
+                Some(range) => parts.entry((s, mb, bit(i.op))).or_default().push((range, r.rank)),
+                None => counts[slot(s, mb)][bit(i.op).trailing_zeros() as usize] += 1,
+            }
             let this_step = i.step.is_none();
             let ready = |dir: Dir, from: u32| {
                 let local = if dir == Dir::Act { FORWARD } else { BACKWARD | INPUT };
@@ -128,9 +146,13 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                     || got[slot(from, mb)] & arrived(dir) != 0
                     || (this_step && dir == Dir::Act && carried[slot(from, mb)])
             };
+            // A whole forward needs every image of its input: all parts gathered.
+            let gathered = |from: u32| {
+                i.images.is_some() || gathered_images[slot(from, mb)] >= images || !this_step || carried[slot(from, mb)]
+            };
             match i.op {
                 Op::Forward => {
-                    if s > 0 && !ready(Dir::Act, s - 1) {
+                    if s > 0 && (!ready(Dir::Act, s - 1) || !gathered(s - 1)) {
                         problems.push(format!(
                             "{}: runs before its input (stage {} microbatch {mb}) is here",
                             here(),
@@ -159,7 +181,23 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                 _ => unreachable!("compute ops only"),
             }
             done[slot(s, mb)] |= bit(i.op);
+            if i.op == Op::Forward {
+                gathered_images[slot(s, mb)] += i.images.map_or(images, |[lo, hi]| hi.saturating_sub(lo));
+            }
         }
+    }
+    for ((s, mb, op), list) in &mut parts {
+        list.sort();
+        let tiles = list.iter().try_fold(0, |next, ([lo, hi], _)| (*lo == next && hi > lo).then_some(*hi));
+        let mut ranks: Vec<u32> = list.iter().map(|(_, r)| *r).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        if tiles != Some(images) || ranks.len() != list.len() {
+            problems.push(format!(
+                "stage {s} microbatch {mb}: its parts do not cover its {images} images once each, one part a rank"
+            ));
+        }
+        counts[slot(*s, *mb)][op.trailing_zeros() as usize] += 1;
     }
     for s in 0..stages {
         for mb in 0..m {

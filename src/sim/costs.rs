@@ -48,7 +48,8 @@ impl Durations for ModelDurations<'_> {
         let m = self.model;
         match i.op {
             op if op.is_compute() => {
-                cost::compute_time(m, op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0))
+                let share = i.share(m.plan().batch.images as u32);
+                cost::compute_time(m, op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0)) * share
             }
             Op::Send if m.send_occupies() => self.transfer(rank, i.peer.unwrap_or(rank), i),
             Op::AllReduce => {
@@ -69,7 +70,10 @@ impl Durations for ModelDurations<'_> {
 
     fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {
         match (i.stage, i.mb) {
-            (Some(s), Some(mb)) => self.model.transfer(self.stage_layers(s), mb, from, to),
+            (Some(s), Some(mb)) => {
+                let share = i.share(self.model.plan().batch.images as u32);
+                self.model.transfer(self.stage_layers(s), mb, share, from, to)
+            }
             _ => 0.0,
         }
     }

@@ -81,7 +81,9 @@ impl Durations for MeasuredDurations<'_> {
     fn instruction(&self, rank: u32, i: &Instr) -> f64 {
         if i.op.is_compute() {
             let s = &self.ir.stages[i.stage.unwrap_or(0) as usize];
-            return cost::compute_time(&self.layers, i.op, s.layers[0]..s.layers[1], i.mb.unwrap_or(0));
+            let layers = s.layers[0]..s.layers[1];
+            return cost::compute_time(&self.layers, i.op, layers, i.mb.unwrap_or(0))
+                * i.share(self.ir.pipeline.images);
         }
         if i.op == Op::Recv {
             return 0.0;

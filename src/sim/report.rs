@@ -193,7 +193,8 @@ fn live_memory(
             Op::Send if i.dir == Some(crate::ir::Dir::Act) => held.remove(&(s, mb, false)),
             _ => None,
         };
-        let made = (i.op == Op::Forward && kept_output(s)).then(|| output(s, mb));
+        let share = i.share(ir.pipeline.images);
+        let made = (i.op == Op::Forward && kept_output(s)).then(|| output(s, mb) * share);
         if let Some(bytes) = made {
             held.insert((s, mb, ahead), bytes);
         }
@@ -205,7 +206,7 @@ fn live_memory(
         if !i.op.is_compute() || !ir.stages[s as usize].backward {
             continue;
         }
-        let bytes = model.activation_bytes(costs.stage_layers(s), mb);
+        let bytes = model.activation_bytes(costs.stage_layers(s), mb) * share;
         let freed = matches!(i.op, Op::Backward | Op::BackwardWeight);
         match i.op {
             Op::Forward => {
@@ -246,7 +247,8 @@ fn critical_path(derived: &Derived, model: &CostModel) -> f64 {
             let (ra, rb) = (g[a].rank, g[b].rank);
             let latency = match (ra, rb, g[a].instr.stage, g[a].instr.mb) {
                 (Some(x), Some(y), Some(s), Some(mb)) if x != y => {
-                    model.p2p(model.boundary_bytes(stages[s as usize].layers.clone(), mb), x, y)
+                    let share = g[a].instr.share(model.plan().batch.images as u32);
+                    model.p2p(model.boundary_bytes(stages[s as usize].layers.clone(), mb) * share, x, y)
                 }
                 _ => 0.0,
             };
@@ -257,7 +259,8 @@ fn critical_path(derived: &Derived, model: &CostModel) -> f64 {
         let i = &g[n].instr;
         match (i.stage, i.mb) {
             (Some(s), Some(mb)) if i.op.is_compute() => {
-                cost::compute_time(model as &dyn Costs, i.op, stages[s as usize].layers.clone(), mb)
+                let share = i.share(model.plan().batch.images as u32);
+                cost::compute_time(model as &dyn Costs, i.op, stages[s as usize].layers.clone(), mb) * share
             }
             _ => 0.0,
         }

@@ -61,9 +61,11 @@ FLOOR = 1e-6
 class Block(nn.Module):
     """Pre-norm attention + MLP, causal for the decoder, bidirectional for the encoder."""
 
-    def __init__(self, width, causal):
+    def __init__(self, width, causal, span=None):
         super().__init__()
         self.causal = causal
+        # An encoder attends within one image of `span` tokens (images are independent).
+        self.span = span
         self.norm1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -73,7 +75,10 @@ class Block(nn.Module):
 
     def forward(self, x):
         q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=self.causal))
+        if self.span:
+            q, k, v = (t.reshape(-1, self.span, t.shape[-1]) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        x = x + self.proj(a.reshape(x.shape))
         return x + self.down(F.gelu(self.up(self.norm2(x))))
 
 
@@ -89,7 +94,8 @@ class MiniatureStage(nn.Module):
             kind = kinds[l]
             torch.manual_seed(c["seed"] * 1000 + l)
             width = c["enc_width"] if kind["encoder"] else c["width"]
-            self.blocks[str(l)] = Block(width, causal=not kind["encoder"])
+            span = c["image_tokens"] // c.get("images", 1) if kind["encoder"] else None
+            self.blocks[str(l)] = Block(width, causal=not kind["encoder"], span=span)
             if kind["part_first"] and kind["encoder"]:
                 self.extra[f"patch{l}"] = nn.Linear(c["patch_dim"], c["enc_width"])
             if kind["part_last"] and kind["encoder"]:
@@ -132,6 +138,12 @@ class Miniature:
             "tokens": torch.randint(0, config["vocab"], (b, config["text_tokens"]), generator=g),
             "labels": torch.randint(0, config["vocab"], (b, config["text_tokens"]), generator=g),
         }
+
+    @staticmethod
+    def images(batch, lo, hi, config):
+        """The part of a microbatch an encoder part encodes: images [lo, hi) of each sequence."""
+        per = config["image_tokens"] // config.get("images", 1)
+        return dict(batch, patches=batch["patches"][:, lo * per : hi * per])
 
     @staticmethod
     def loss(output, batch):
@@ -179,7 +191,8 @@ def _instruction(token):
     for e in extensions:
         if ":" in e:
             key, value = e.split(":", 1)
-            i[key] = int(value)
+            lo, dash, hi = value.partition("-")
+            i[key] = [int(lo), int(hi)] if dash and lo else int(value)
         elif "=" in e:
             key, value = e.split("=", 1)
             i[key] = unquote(value)
@@ -244,6 +257,8 @@ class Rank:
         self.timings = []
         # Told (step, instruction index) before each instruction: what a dead or hung rank was doing.
         self.progress = lambda step, k: None
+        # (stage, mb) -> (images, tokens) of each part a gathered input was made of.
+        self.slices = {}
 
     def params(self, region=None):
         for s, m in sorted(self.modules.items()):
@@ -271,6 +286,29 @@ class Rank:
             self.encode_ahead(i, ahead, batch)
         self.carried = ahead
 
+    def part(self, i, batch):
+        """An encoder part's batch: only its images (plan.json's `images`)."""
+        if "images" not in i:
+            return batch
+        return self.adapter.images(batch, *i["images"], self.config)
+
+    def gather(self, acts, s, mb):
+        """The first body stage's input when parts of the encode made it: the parts in image
+        order, concatenated along the tokens; where each part sits is kept for its gradient."""
+        keys = sorted(k for k in acts if len(k) == 4 and k[:2] == (s - 1, mb))
+        if not keys:
+            return acts.pop((s - 1, mb), None)
+        parts = [acts.pop(k) for k in keys]
+        self.slices[(s, mb)] = [(k[2:], p.shape[1]) for k, p in zip(keys, parts)]
+        return torch.cat(parts, dim=1)
+
+    def scatter(self, grads, s, mb, g):
+        """The gradient of a gathered input back into one slice per part."""
+        at = 0
+        for images, size in self.slices.pop((s, mb)):
+            grads[(s, mb) + images] = g[:, at : at + size]
+            at += size
+
     def step(self, step, instructions, fail_at=None):
         acts, grads, kept, pending, losses, sends = dict(self.carried), {}, {}, [], [], []
         # Asynchronous gradient reductions (buckets) not yet waited for.
@@ -289,23 +327,26 @@ class Rank:
                     self.encode_ahead(i, ahead, next_batch)
                 elif op == "forward":
                     s, mb = i["stage"], i["mb"]
-                    x = acts.pop((s - 1, mb), None)
+                    # A part of an encode keys its tensors by its images too.
+                    images = tuple(i.get("images", ()))
+                    x = acts.pop((s - 1, mb) + images, None) if images else self.gather(acts, s, mb)
                     if x is not None:
                         x = x.detach().requires_grad_(True)
-                    out = self.modules[s](x, batch(mb))
+                    out = self.modules[s](x, self.part(i, batch(mb)))
                     if s == self.last_stage:
                         out = self.adapter.loss(out, batch(mb)) / self.m
                         losses.append(out.detach())
-                    kept[(s, mb)] = (x, out)
+                    kept[(s, mb) + images] = (x, out)
                     if s != self.last_stage:
-                        acts[(s, mb)] = out
+                        acts[(s, mb) + images] = out
                 elif op in ("backward", "backward_input", "backward_weight"):
                     s, mb = i["stage"], i["mb"]
-                    x, out = kept[(s, mb)]
-                    g = None if s == self.last_stage else grads.pop((s + 1, mb)) if op != "backward_weight" else kept[("g", s, mb)]
+                    images = tuple(i.get("images", ()))
+                    x, out = kept[(s, mb) + images]
+                    g = None if s == self.last_stage else grads.pop((s + 1, mb) + images) if op != "backward_weight" else kept[("g", s, mb)]
                     if op == "backward":
                         torch.autograd.backward(out, g)
-                        del kept[(s, mb)]
+                        del kept[(s, mb) + images]
                     elif op == "backward_input":
                         kept[("g", s, mb)] = g
                         if x is not None and x.requires_grad:
@@ -317,9 +358,11 @@ class Rank:
                             torch.autograd.backward(out, g, inputs=trainable)
                         del kept[(s, mb)], kept[("g", s, mb)]
                     if op != "backward_weight" and x is not None and x.grad is not None:
-                        grads[(s, mb)] = x.grad
+                        grads[(s, mb) + images] = x.grad
+                        if (s, mb) in self.slices:
+                            self.scatter(grads, s, mb, grads.pop((s, mb)))
                 elif op == "send":
-                    key = (i["stage"], i["mb"])
+                    key = (i["stage"], i["mb"]) + tuple(i.get("images", ()))
                     store = acts if i["dir"] == "act" else grads
                     t = store.pop(key).detach().contiguous()
                     header = torch.zeros(HEADER, dtype=torch.int64)
@@ -337,7 +380,7 @@ class Rank:
                 elif op == "recv":
                     key = (i["dir"], i["stage"], i["mb"])
                     t = self.receive(self.global_rank(i["peer"]), key)
-                    (acts if i["dir"] == "act" else grads)[(i["stage"], i["mb"])] = t
+                    (acts if i["dir"] == "act" else grads)[(i["stage"], i["mb"]) + tuple(i.get("images", ()))] = t
                 elif op == "all_reduce":
                     if not i.get("async"):
                         # What reads reduced gradients waits for the buckets still in flight.
