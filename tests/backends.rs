@@ -3,9 +3,9 @@
 //! snapshotted, and checked by each stack's own code where it runs on a CPU (megatron-core's
 //! TransformerConfig and layout parser; MindFormers' config, validators and LayerSetting with
 //! MindSpore's auto-parallel context and msrun). Where the stack's code cannot run here, its
-//! documented rules are checked: in Rust for MindSpeed-MM (`check_mindspeed_mm`) and
-//! HyperParallel's orders (`check_hyperparallel_order`), in tests/backends/hyperparallel_check.py
-//! for HyperParallel's YAML (PyYAML reads it). Megatron-LM's parser and validate_args, which
+//! documented rules are checked in Rust: MindSpeed-MM's (`check_mindspeed_mm`), HyperParallel's
+//! config and launch line (`check_hyperparallel_config`, reading the YAML with serde_norway) and
+//! its orders (`check_hyperparallel_order`). Megatron-LM's parser and validate_args, which
 //! megatron-core lacks, are re-checked in Rust too (`check_megatron`). The Python environments
 //! come from scripts/torch-env and scripts/mindformers-env, created outside the repository on
 //! first use.
@@ -360,20 +360,26 @@ fn launched(script: &str, env: &[(&str, &str)], launcher: &str) -> (Vec<String>,
 type Flags = BTreeMap<String, Option<String>>;
 
 fn torchrun(argv: &[String]) -> (BTreeMap<String, String>, String, Flags) {
+    let (options, script, args) = split_torchrun(argv);
+    let mut flags = Flags::new();
+    let mut rest = args.iter().peekable();
+    while let Some(name) = rest.next() {
+        assert!(name.starts_with("--"), "expected a flag, got {name:?} in {argv:?}");
+        let value = rest.next_if(|v| !v.starts_with("--")).cloned();
+        flags.insert(name.clone(), value);
+    }
+    (options, script.clone(), flags)
+}
+
+/// torchrun's own options, the script it starts, and that script's arguments as given.
+fn split_torchrun(argv: &[String]) -> (BTreeMap<String, String>, &String, &[String]) {
     let mut options = BTreeMap::new();
     let mut i = 0;
     while argv[i].starts_with("--") {
         options.insert(argv[i].clone(), argv[i + 1].clone());
         i += 2;
     }
-    let mut flags = Flags::new();
-    let mut rest = argv[i + 1..].iter().peekable();
-    while let Some(name) = rest.next() {
-        assert!(name.starts_with("--"), "expected a flag, got {name:?} in {argv:?}");
-        let value = rest.next_if(|v| !v.starts_with("--")).cloned();
-        flags.insert(name.clone(), value);
-    }
-    (options, argv[i].clone(), flags)
+    (options, &argv[i], &argv[i + 1..])
 }
 
 fn number(flags: &Flags, name: &str) -> u64 {
@@ -566,7 +572,7 @@ fn check_hyperparallel_order(case: &Value) {
     computes_once(name, &ranks, pp, m, vpp);
     for (&rank, steps) in &ranks {
         // With a 1f1b body (one chunk) HyperParallel runs the interleaved schedule with
-        // pp_less_memory, which hyperparallel_check.py pins in the config.
+        // pp_less_memory, which check_hyperparallel_config pins in the config.
         warmup(name, rank, steps, pp, m, vpp, vpp == 1);
         prefix_and_grads(name, rank, steps, m, nt, case["trainable_encoder"] == true);
     }
@@ -677,9 +683,256 @@ fn hyperparallel_orders_follow_mpipe_transpose() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The fields of HyperParallel's trainer config, from hyper_parallel/trainer/config.py
+/// (mindspore-ai/hyper-parallel 427916e): ModelConfig, DataConfig, TrainConfig,
+/// AcceleratorConfig (with the pp_mpipe_* keys of
+/// examples/qwen3_vl_30b_a3b_instruct/train_pp_mpipe.yaml, 51e4a86) and MixedPrecisionConfig.
+const HYPERPARALLEL_MODEL: &[&str] = &[
+    "name",
+    "weights_path",
+    "tokenizer_path",
+    "freeze_modules",
+    "tp_plan",
+    "cp_modules",
+    "ep_modules",
+    "num_hidden_layers",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "max_position_embeddings",
+    "config_overrides",
+];
+const HYPERPARALLEL_DATA: &[&str] = &[
+    "type",
+    "train_path",
+    "subset",
+    "max_seq_len",
+    "text_key",
+    "train_size",
+    "template",
+    "image_key",
+    "messages_key",
+    "image_token_id",
+    "video_token_id",
+    "vl_video",
+    "vl_grid_t",
+    "vl_grid_h",
+    "vl_grid_w",
+    "streaming",
+    "num_workers",
+    "prefetch_factor",
+    "pin_memory",
+    "shuffle",
+    "load",
+];
+const HYPERPARALLEL_TRAIN: &[&str] = &[
+    "max_steps",
+    "num_train_epochs",
+    "global_batch_size",
+    "micro_batch_size",
+    "seed",
+    "backend",
+    "init_device",
+    "comm_backend",
+    "local_rank",
+    "accelerator",
+    "mixed_precision",
+    "gradient_checkpointing",
+    "optimizer",
+    "checkpoint",
+    "logging",
+    "tensorboard",
+    "wandb",
+    "profile",
+    "memory_monitor",
+    "moe_monitor",
+    "eval",
+    "debug",
+];
+const HYPERPARALLEL_ACCELERATOR: &[&str] = &[
+    "dp",
+    "dp_replicate",
+    "dp_shard",
+    "tp",
+    "cp",
+    "pp",
+    "pp_micro_batch_num",
+    "pp_schedule",
+    "pp_vpp",
+    "pp_layer_split",
+    "ep",
+    "etp",
+    "moe_token_dispatcher_type",
+    "npu_nums_per_device",
+    "zero_stage",
+    "reshard_after_forward",
+    "async_cp",
+    "ulysses_degree",
+    "comm_fusion",
+    "cpu_offload",
+    "pp_mpipe_transpose_layers",
+    "pp_mpipe_transpose_overflow",
+    "pp_mpipe_owner_backward",
+    "pp_less_memory",
+    "fsdp_forward_prefetch",
+    "fsdp_backward_prefetch",
+];
+const HYPERPARALLEL_MIXED: &[&str] = &["enabled", "param_dtype", "reduce_dtype", "output_dtype"];
+
+/// HyperParallel's trainer is not on PyPI, so its config rules are checked here on what mpipec
+/// writes: launch.sh run as written with torchrun recorded, and config.yaml read as the trainer
+/// reads it (a YAML parser, then the dataclasses).
+fn check_hyperparallel_config(case: &Value) {
+    let path = case["config"].as_str().unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let cfg: Value = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path} is not YAML: {e}"));
+    hyperparallel_launch(case);
+    hyperparallel_config(case, &cfg);
+}
+
+fn hyperparallel_launch(case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let (argv, _) =
+        launched(case["launch"].as_str().unwrap(), &[("HYPER_PARALLEL", "/opt/hyper-parallel")], "TORCHRUN");
+    let (options, script, args) = split_torchrun(&argv);
+    assert_eq!(options.get("--nproc-per-node"), Some(&case["devices"].to_string()), "{name}");
+    let entry = if case["vlm"] == true { "scripts/train_vl.py" } else { "scripts/train_lm.py" };
+    assert_eq!(*script, format!("/opt/hyper-parallel/{entry}"), "{name}");
+    assert_eq!(args, [case["config"].as_str().unwrap()], "{name}");
+}
+
+fn keys_within(name: &str, what: &str, table: &Value, allowed: &[&str]) {
+    let table = table.as_object().unwrap_or_else(|| panic!("{name}: {what} is not a table"));
+    let unknown: Vec<&String> = table.keys().filter(|k| !allowed.contains(&k.as_str())).collect();
+    assert!(unknown.is_empty(), "{name}: {what} has keys HyperParallel's config does not: {unknown:?}");
+}
+
+/// config.py's strict three-tier schema and its sizes: world = dp_replicate·dp_shard·cp·tp·pp;
+/// exec_order.json goes with pp_schedule mpipe only.
+fn hyperparallel_config(case: &Value, cfg: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let tiers: std::collections::BTreeSet<&str> = cfg.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(tiers, ["data", "model", "train"].into(), "{name}");
+    let (train, acc) = (&cfg["train"], &cfg["train"]["accelerator"]);
+    keys_within(name, "model", &cfg["model"], HYPERPARALLEL_MODEL);
+    keys_within(name, "data", &cfg["data"], HYPERPARALLEL_DATA);
+    keys_within(name, "train", train, HYPERPARALLEL_TRAIN);
+    keys_within(name, "train.accelerator", acc, HYPERPARALLEL_ACCELERATOR);
+    keys_within(name, "train.mixed_precision", &train["mixed_precision"], HYPERPARALLEL_MIXED);
+    let checkpoint = train["gradient_checkpointing"]["activation_checkpoint"].as_str();
+    assert!(matches!(checkpoint, Some("off" | "full" | "selective")), "{name}: activation_checkpoint {checkpoint:?}");
+    let size = |k: &str| acc.get(k).map_or(1, |v| v.as_u64().unwrap_or_else(|| panic!("{name}: {k} is {v}")));
+    let world = size("dp_replicate") * acc["dp_shard"].as_u64().unwrap() * size("cp") * size("tp") * size("pp");
+    assert_eq!(json!(world), case["devices"], "{name}");
+    assert_eq!(json!([size("pp"), acc["dp_shard"], size("tp")]), json!([case["pp"], case["dp"], case["tp"]]), "{name}");
+    if size("pp") > 1 {
+        hyperparallel_pipeline(case, cfg);
+    }
+    let mpipe = acc["pp_schedule"] == "mpipe";
+    let order = Path::new(case["exec_order"].as_str().unwrap()).exists();
+    assert_eq!(order, mpipe, "{name}: exec_order.json goes with pp_schedule mpipe");
+}
+
+/// The accelerator's pipeline keys: pp_layer_split has pp·pp_vpp entries summing to the
+/// model's layers (and is the plan's split); global_batch_size is divisible by
+/// pp_micro_batch_num, and with data.load single it is pp_micro_batch_num·micro_batch_size·dp_shard.
+fn hyperparallel_pipeline(case: &Value, cfg: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let (train, acc) = (&cfg["train"], &cfg["train"]["accelerator"]);
+    let schedule = acc["pp_schedule"].as_str();
+    assert!(matches!(schedule, Some("gpipe" | "1f1b" | "mpipe")), "{name}: pp_schedule {schedule:?}");
+    assert_eq!(acc["pp_micro_batch_num"], case["microbatches"], "{name}");
+    let vpp = acc.get("pp_vpp").map_or(json!(1), Value::clone);
+    assert_eq!(vpp, case["vpp"], "{name}: pp_vpp");
+    let split: Vec<u64> = serde_json::from_value(acc["pp_layer_split"].clone()).unwrap();
+    assert_eq!(json!(split.len()), json!(acc["pp"].as_u64().unwrap() * vpp.as_u64().unwrap()), "{name}: {split:?}");
+    assert_eq!(json!(split.iter().sum::<u64>()), cfg["model"]["num_hidden_layers"], "{name}: {split:?}");
+    assert_eq!(json!(split), case["decoder_stages"], "{name}");
+    let int = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("{name}: {v} is no count"));
+    let (gbs, microbatches) = (int(&train["global_batch_size"]), int(&acc["pp_micro_batch_num"]));
+    assert_eq!(gbs % microbatches, 0, "{name}: global_batch_size {gbs}");
+    if cfg["data"]["load"] == "single" {
+        let per_step = microbatches * int(&train["micro_batch_size"]) * int(&acc["dp_shard"]);
+        assert_eq!(gbs, per_step, "{name}: global_batch_size with data.load single");
+    }
+    if schedule == Some("mpipe") {
+        assert_eq!(case["transpose"], true, "{name}: pp_schedule mpipe for a plan without transpose");
+        let overflow = acc["pp_mpipe_transpose_overflow"].as_str();
+        assert!(matches!(overflow, Some("full" | "min")), "{name}: pp_mpipe_transpose_overflow {overflow:?}");
+        assert_eq!(acc["pp_mpipe_owner_backward"], case["trainable_encoder"], "{name}");
+        // A 1f1b body is the one-chunk interleaved generator with the shallow warmup.
+        assert_eq!(acc["pp_less_memory"], json!(vpp == 1), "{name}");
+        let frozen = cfg["model"]["freeze_modules"].as_array().is_some_and(|m| m.contains(&json!("model.visual")));
+        assert_eq!(json!(frozen), json!(case["trainable_encoder"] != true), "{name}: model.visual frozen");
+    }
+}
+
+/// Each rule of check_hyperparallel_config rejects a config or launch broken in its one way.
 #[test]
-fn hyperparallel_rules_hold() {
-    run_check(&python("mindformers-env"), "hyperparallel_check.py", Target::HyperParallel);
+fn hyperparallel_config_rules_can_fail() {
+    let dir = tempfile_dir("hyperparallel-broken");
+    let case = write_all(&dir, Target::HyperParallel).into_iter().find(|c| c["name"] == "vlm_trainable").unwrap();
+    let text = std::fs::read_to_string(case["config"].as_str().unwrap()).unwrap();
+    let cfg: Value = serde_norway::from_str(&text).unwrap();
+    hyperparallel_launch(&case);
+    hyperparallel_config(&case, &cfg);
+    type Break = fn(&mut Value, &mut Value);
+    let breaks: &[(&str, Break)] = &[
+        ("a fourth tier", |_, c| c["eval"] = json!({})),
+        ("a model key", |_, c| c["model"]["layers"] = json!(1)),
+        ("a data key", |_, c| c["data"]["path"] = json!("x")),
+        ("a train key", |_, c| c["train"]["steps"] = json!(1)),
+        ("an accelerator key", |_, c| c["train"]["accelerator"]["vpp"] = json!(2)),
+        ("a mixed_precision key", |_, c| c["train"]["mixed_precision"]["dtype"] = json!("bf16")),
+        ("activation_checkpoint", |_, c| c["train"]["gradient_checkpointing"]["activation_checkpoint"] = json!("on")),
+        ("the world", |_, c| c["train"]["accelerator"]["dp_shard"] = json!(4)),
+        ("dp and cp", |_, c| {
+            c["train"]["accelerator"]["dp_shard"] = json!(1);
+            c["train"]["accelerator"]["cp"] = json!(2);
+        }),
+        ("pp_schedule", |_, c| c["train"]["accelerator"]["pp_schedule"] = json!("zbv")),
+        ("pp_micro_batch_num", |_, c| c["train"]["accelerator"]["pp_micro_batch_num"] = json!(4)),
+        ("pp_vpp", |_, c| c["train"]["accelerator"]["pp_vpp"] = json!(1)),
+        ("the split's length", |_, c| {
+            c["train"]["accelerator"]["pp_layer_split"].as_array_mut().unwrap().push(json!(0))
+        }),
+        ("the split's sum", |_, c| c["train"]["accelerator"]["pp_layer_split"][7] = json!(3)),
+        ("the split", |_, c| c["train"]["accelerator"]["pp_layer_split"].as_array_mut().unwrap().swap(0, 7)),
+        ("global_batch_size's divisor", |_, c| c["train"]["global_batch_size"] = json!(12)),
+        ("global_batch_size with data.load single", |_, c| c["train"]["global_batch_size"] = json!(24)),
+        ("mpipe without transpose", |k, _| k["transpose"] = json!(false)),
+        ("pp_mpipe_transpose_overflow", |_, c| {
+            c["train"]["accelerator"]["pp_mpipe_transpose_overflow"] = json!("half")
+        }),
+        ("pp_mpipe_owner_backward", |_, c| c["train"]["accelerator"]["pp_mpipe_owner_backward"] = json!(false)),
+        ("pp_less_memory", |_, c| c["train"]["accelerator"]["pp_less_memory"] = json!(true)),
+        ("a frozen tower", |_, c| c["model"]["freeze_modules"] = json!(["model.visual"])),
+        ("exec_order.json", |k, _| k["exec_order"] = json!("/nonexistent/exec_order.json")),
+        ("torchrun's processes", |k, _| k["devices"] = json!(8)),
+        ("the entry script", |k, _| k["vlm"] = json!(false)),
+        ("the config path", |k, _| k["config"] = json!("other.yaml")),
+    ];
+    for (what, break_it) in breaks {
+        let (mut case, mut cfg) = (case.clone(), cfg.clone());
+        break_it(&mut case, &mut cfg);
+        let checked = std::panic::catch_unwind(|| {
+            hyperparallel_launch(&case);
+            hyperparallel_config(&case, &cfg);
+        });
+        assert!(checked.is_err(), "a broken {what} passes");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn hyperparallel_configs_follow_its_trainer() {
+    let dir = tempfile_dir("hyperparallel-config");
+    for case in write_all(&dir, Target::HyperParallel) {
+        check_hyperparallel_config(&case);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The emitted msrun script, as written, starts a scheduler and two CPU workers on loopback;
