@@ -40,14 +40,30 @@ pub use backend::VERSION;
 /// its `target`s say of it.
 pub fn all_diagnostics(compiled: &Compiled) -> Vec<Diagnostic> {
     let mut all = compiled.diagnostics.clone();
-    if let Some(plan) = &compiled.plan
-        && let Ok(built) = driver::build(plan)
-    {
-        all.extend(built.diagnostics());
-        for request in backend::requests(plan, &[], false).unwrap_or_default() {
-            all.extend(backend::diagnostics(request, &built));
-        }
-    }
+    all.extend(build_diagnostics(compiled, &|| true).into_iter().flatten());
     diagnostics::sort(&mut all);
     all
+}
+
+/// What building a compiled plan adds to its check's diagnostics: derive and simulate, then
+/// each target's verdict. `wanted` is asked before each of those passes; `None` as soon as it
+/// says no, so a caller whose input has changed (the language server) stops paying for an
+/// answer it would throw away.
+pub fn build_diagnostics(compiled: &Compiled, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
+    let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
+    if !wanted() {
+        return None;
+    }
+    let Ok(built) = driver::build(plan) else { return Some(Vec::new()) };
+    if !wanted() {
+        return None;
+    }
+    let mut all = built.diagnostics();
+    for request in backend::requests(plan, &[], false).unwrap_or_default() {
+        if !wanted() {
+            return None;
+        }
+        all.extend(backend::diagnostics(request, &built));
+    }
+    Some(all)
 }

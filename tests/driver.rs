@@ -71,3 +71,30 @@ fn a_backend_answers_from_the_built_plan() {
     assert_eq!(emitted.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
     assert!(!emitted.artifacts.is_empty());
 }
+
+#[test]
+fn a_build_whose_answer_is_no_longer_wanted_stops_between_its_passes() {
+    use std::cell::Cell;
+    let loader = MemoryLoader::new();
+    let compiled = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("llm_1f1b.mpipe"), &loader);
+    let asked = Cell::new(0);
+    let everything = mpipe::build_diagnostics(&compiled, &|| {
+        asked.set(asked.get() + 1);
+        true
+    });
+    let mut expected = compiled.diagnostics.clone();
+    expected.extend(everything.expect("a build that is always wanted answers"));
+    mpipe::diagnostics::sort(&mut expected);
+    assert_eq!(expected, mpipe::all_diagnostics(&compiled));
+    // Before the build, before the simulation, before each of its two targets.
+    assert_eq!(asked.get(), 4u32);
+    for yes in 0..asked.get() {
+        let left = Cell::new(yes);
+        let answer = mpipe::build_diagnostics(&compiled, &|| {
+            let wanted = left.get() > 0;
+            left.set(left.get().saturating_sub(1));
+            wanted
+        });
+        assert!(answer.is_none(), "a build told no after {yes} yes must stop");
+    }
+}

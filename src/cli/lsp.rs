@@ -110,11 +110,12 @@ impl Server {
         Some(checked.program.modules[module].key.clone())
     }
 
-    /// The open file's diagnostics at `depth`, and whether a build could add to them.
-    fn diagnostics(&self, path: &str, depth: Depth) -> (Vec<lsp::Diagnostic>, bool) {
-        let Some(checked) = self.check(path) else { return (Vec::new(), false) };
-        let all = ide_diagnostics::diagnostics(&checked, depth);
-        (all.iter().map(|d| self.to_lsp(&checked, d)).collect(), ide_diagnostics::builds(&checked))
+    /// The open file's diagnostics at `depth`, and whether a build could add to them; `None`
+    /// when `wanted` stopped the build part-way.
+    fn diagnostics(&self, path: &str, depth: Depth, wanted: &dyn Fn() -> bool) -> Option<(Vec<lsp::Diagnostic>, bool)> {
+        let Some(checked) = self.check(path) else { return Some((Vec::new(), false)) };
+        let all = ide_diagnostics::diagnostics(&checked, depth, wanted)?;
+        Some((all.iter().map(|d| self.to_lsp(&checked, d)).collect(), ide_diagnostics::builds(&checked)))
     }
 
     fn to_lsp(&self, checked: &mpipe::driver::Compiled, d: &Diagnostic) -> lsp::Diagnostic {
@@ -269,10 +270,10 @@ fn builder(outbox: Outbox, versions: Versions) -> (mpsc::Sender<Job>, JoinHandle
             newest.extend(queue.try_iter().map(|j| (path_of(&j.uri), j)));
             for (path, job) in newest {
                 let current = |versions: &BTreeMap<String, i32>| versions.get(&path) == Some(&job.version);
-                if !versions.lock().is_ok_and(|v| current(&v)) {
+                let wanted = || versions.lock().is_ok_and(|v| current(&v));
+                let Some((diagnostics, _)) = job.server.diagnostics(&path, Depth::Build, &wanted) else {
                     continue;
-                }
-                let (diagnostics, _) = job.server.diagnostics(&path, Depth::Build);
+                };
                 if let Ok(v) = versions.lock()
                     && current(&v)
                 {
@@ -303,7 +304,7 @@ impl Session {
         if let Ok(mut v) = self.versions.lock() {
             v.insert(path.clone(), version);
         }
-        let (diagnostics, builds) = self.server.diagnostics(&path, Depth::Check);
+        let Some((diagnostics, builds)) = self.server.diagnostics(&path, Depth::Check, &|| true) else { return };
         publish(&self.outbox, uri, version, diagnostics);
         if builds {
             self.due.insert(path, (Instant::now() + after, uri.clone()));

@@ -16,14 +16,16 @@ pub enum Depth {
 }
 
 /// The diagnostics of the open file at `depth`. Those placed in other files (an imported
-/// library) are left out: the editor shows them when that file is open.
-pub fn diagnostics(checked: &Compiled, depth: Depth) -> Vec<Diagnostic> {
-    let all = match depth {
-        Depth::Check => checked.diagnostics.clone(),
-        Depth::Build => crate::all_diagnostics(checked),
-    };
+/// library) are left out: the editor shows them when that file is open. A build stops between
+/// its passes, with `None`, once `wanted` says a newer text has replaced this one.
+pub fn diagnostics(checked: &Compiled, depth: Depth, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
+    let mut all = checked.diagnostics.clone();
+    if depth == Depth::Build {
+        all.extend(crate::build_diagnostics(checked, wanted)?);
+        crate::diagnostics::sort(&mut all);
+    }
     let root = checked.program.root().file;
-    all.into_iter().filter(|d| d.position().is_none_or(|s| s.file == root)).collect()
+    Some(all.into_iter().filter(|d| d.position().is_none_or(|s| s.file == root)).collect())
 }
 
 /// Whether the build diagnostics can add to the check's: only a plan that checks is derived.
