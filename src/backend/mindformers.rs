@@ -10,7 +10,7 @@ use super::yaml::{self, Map, list, nested};
 use crate::algebra::Skeleton;
 use crate::derive::Derived;
 use crate::outputs::Artifact;
-use crate::plan::{Plan, Recompute};
+use crate::plan::{Decoder, Plan, Recompute};
 
 pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
     let body = BodyStages::of(plan, derived);
@@ -100,7 +100,8 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
         .set("gradient_aggregation_group", 4u64);
     let mut model_config = Map::new();
     if let Some((part, d)) = decoder {
-        model_config = yaml::hugging_face(model_config, d, plan.batch.seq_len)
+        model_config = yaml::hugging_face(model_config, d, plan.batch.seq_len);
+        model_config = experts_and_latent_attention(model_config, d)
             .set("head_dim", d.attention.head_dim)
             .set("seq_length", plan.batch.seq_len)
             .set("tie_word_embeddings", d.tied_embeddings)
@@ -166,4 +167,30 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
                 .set("gradient_accumulation_steps", 1u64),
         )
         .set("model", Map::new().set("model_config", model_config))
+}
+
+/// A mixture-of-experts or latent-attention decoder's own keys, by their Hugging Face names
+/// and, where MindFormers has its own switch, by that (as its configs/deepseek3 YAML writes
+/// them): without them its TransformerConfig refuses expert parallelism ("num_moe_experts must
+/// be non None") and a linear bias beside experts, and builds plain attention.
+fn experts_and_latent_attention(mut map: Map, d: &Decoder) -> Map {
+    if let Some(moe) = &d.moe {
+        map = map
+            .set("n_routed_experts", moe.experts)
+            .set("num_experts_per_tok", moe.top_k)
+            .set("n_shared_experts", moe.shared_experts)
+            .set("moe_intermediate_size", moe.expert_ffn)
+            .set("first_k_dense_replace", moe.dense_layers)
+            .set("add_bias_linear", false);
+    }
+    if let Some(mla) = &d.mla {
+        map = map
+            .set("q_lora_rank", mla.q_lora_rank)
+            .set("kv_lora_rank", mla.kv_lora_rank)
+            .set("qk_rope_head_dim", mla.rope_head_dim)
+            .set("qk_nope_head_dim", mla.nope_head_dim)
+            .set("v_head_dim", mla.v_head_dim)
+            .set("multi_latent_attention", true);
+    }
+    map
 }

@@ -12,11 +12,14 @@ For each case:
   _check_recompute;
 - LayerSetting (parallel_core/training_graph/transformer/utils.py) turns `offset` into layers per
   stage and sets each layer's pipeline stage, which must be exactly the plan's;
-- zero_bubble_v's rules of parallel_core/transformer_config.py are re-checked, and the global
-  batch (trainer/base_trainer.py: batch_size*dp*micro_batch_num*micro_batch_interleave_num).
+- the model config goes through convert_to_transformer_config
+  (parallel_core/transformer_config_utils.py), whose TransformerConfig holds zero_bubble_v's rules,
+  and BaseTrainer._check_global_batch_size_for_auto_parallel (trainer/base_trainer.py) computes
+  the global batch, which must be the plan's.
 Usage: python mindformers_check.py cases.json  (run in a scratch directory: MindFormers logs to ./output)
 """
 
+import copy
 import os
 import sys
 import types
@@ -26,8 +29,10 @@ import mindspore as ms
 from mindformers.core.context.validators import execute_validator
 from mindformers.modules.transformer.transformer import TransformerOpParallelConfig, TransformerRecomputeConfig
 from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting
+from mindformers.parallel_core.transformer_config_utils import convert_to_transformer_config
 from mindformers.tools.check_rules import _check_parallel, _check_recompute
 from mindformers.tools.register.config import MindFormerConfig
+from mindformers.trainer.base_trainer import BaseTrainer
 from mindspore.parallel.cluster.run import get_args
 
 import launch
@@ -88,10 +93,19 @@ def check_config(case):
         setting.set_pipeline_stage(cell, layer_id)
         ranks.append(cell.pipeline_stage)
     assert ranks == case["decoder_layer_ranks"], f"{name}: ranks {ranks} != {case['decoder_layer_ranks']}"
-    if case["scheduler"] == "zero_bubble_v":
-        assert vpp == 2 and pp >= 2 and pc.micro_batch_num >= 2 * pp, name
-    gbs = cfg.runner_config.batch_size * pc.data_parallel * pc.micro_batch_num * cfg.micro_batch_interleave_num
-    assert gbs == case["global_batch"], (name, gbs)
+    model_config = copy.deepcopy(dict(mc))
+    model_config["parallel_config"] = copy.deepcopy(dict(pc))
+    # The multimodal keys configure the wrapper around the LLM, not its TransformerConfig.
+    convert_to_transformer_config(
+        model_config,
+        is_mla_model="kv_lora_rank" in model_config,
+        not_convert_whitelist={"freeze_vision", "freeze_llm", "vision_model"},
+    )
+    trainer = types.SimpleNamespace(
+        config=copy.deepcopy(cfg), get_pipeline_stages=lambda: pp, _reset_wrapper_for_pipeline_parallel=lambda: None
+    )
+    BaseTrainer._check_global_batch_size_for_auto_parallel(trainer)
+    assert trainer.global_batch_size == case["global_batch"], (name, trainer.global_batch_size)
     if case["vlm"]:
         assert mc.freeze_vision == case["frozen_encoder"], name
 
