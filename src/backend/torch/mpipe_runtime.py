@@ -445,8 +445,9 @@ def inject_failure(mode):
     raise RuntimeError("failure injected by MPIPE_FAIL_AT")
 
 
-def init(backend=None):
-    """The process group, and this process's device: its local GPU or NPU, else the CPU."""
+def init(backend=None, init_method=None, rank=-1, world=-1):
+    """The process group, and this process's device: its local GPU or NPU, else the CPU. The
+    group meets as torchrun says (env://) unless `init_method` names another rendezvous."""
     if backend is None:
         backend = "gloo"
         if torch.cuda.is_available():
@@ -465,7 +466,7 @@ def init(backend=None):
     elif backend == "hccl":
         device = torch.device("npu", local)
         torch.npu.set_device(device)
-    dist.init_process_group(backend, timeout=TIMEOUT)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=TIMEOUT)
     return device
 
 
@@ -560,10 +561,9 @@ def reference(plan, adapter, config, steps):
     return out
 
 
-def _worker(rank, world, port, plan, config, steps, out_dir, fail, progress):
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progress):
     torch.manual_seed(0)
-    device = init("gloo")
+    device = init("gloo", f"file://{rendezvous}", rank, world)
     fail_at = None
     if fail and int(fail.split(":")[0]) == rank:
         at, mode = (fail.split(":") + ["raise"])[1:3]
@@ -601,11 +601,12 @@ def unfinished(plan, progress):
 def verify(plan, config, steps, out_dir, profile=False):
     """Runs the plan in P processes (gloo, CPU) and once without pipelining; compares. Each
     rank gets one thread: P ranks share the machine's cores, as ranks own their device."""
-    import socket
     import torch.multiprocessing as mp
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # The ranks meet through a file of this run's own, not a TCP port: a port picked free here
+    # can be taken by a concurrent run before the ranks bind it.
+    rendezvous = os.path.abspath(os.path.join(out_dir, "rendezvous"))
+    if os.path.exists(rendezvous):
+        os.remove(rendezvous)
     world = len(plan["rank_map"])
     # The reference first: it pays torch's one-time start-up (kernel registration, autograd)
     # in this process, before the ranks fork from it. One thread, so that no OpenMP pool
@@ -617,7 +618,7 @@ def verify(plan, config, steps, out_dir, profile=False):
     progress = multiprocessing.Array("q", [-1] * 2 * world, lock=False)
     try:
         # fork, not spawn: the children inherit the imported, started torch (and `progress`)
-        mp.start_processes(_worker, args=(world, port, plan, config, steps, out_dir, os.environ.get("MPIPE_FAIL_AT"), progress), nprocs=world, join=True, start_method="fork")
+        mp.start_processes(_worker, args=(world, rendezvous, plan, config, steps, out_dir, os.environ.get("MPIPE_FAIL_AT"), progress), nprocs=world, join=True, start_method="fork")
     except Exception as e:
         print(f"error: the pipelined run failed: {str(e).strip().splitlines()[-1]}", file=sys.stderr)
         for line in unfinished(plan, progress):
