@@ -101,7 +101,7 @@ const fn case(
     extra: &'static [&'static str],
     uneven: bool,
 ) -> Case {
-    Case { plan, model: "miniature", schedule, owner, extra, uneven }
+    hf("miniature", plan, schedule, owner, extra, uneven)
 }
 
 const fn hf(

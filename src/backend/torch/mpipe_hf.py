@@ -48,6 +48,17 @@ TEXT_TOKENS = 56
 IGNORE = -100
 
 
+def text_parts(first_text, last_text):
+    """The decoder side of a stage, the same in both families (transformers names them alike):
+    the rotary table everywhere, the embedding on the first decoder stage, norm and head on the
+    last."""
+    return (
+        ["model.language_model.rotary_emb"]
+        + ["model.language_model.embed_tokens"] * first_text
+        + ["model.language_model.norm", "lm_head"] * last_text
+    )
+
+
 class Qwen25VL:
     """Qwen2.5-VL: windowed vision blocks with 2D rope, a 2x2 patch merger, a Qwen2 decoder
     with multimodal (temporal, height, width) rope."""
@@ -87,9 +98,7 @@ class Qwen25VL:
             ["model.visual.rotary_pos_emb"]
             + ["model.visual.patch_embed"] * first_vision
             + ["model.visual.merger"] * last_vision,
-            ["model.language_model.rotary_emb"]
-            + ["model.language_model.embed_tokens"] * first_text
-            + ["model.language_model.norm", "lm_head"] * last_text,
+            text_parts(first_text, last_text),
         )
 
     @staticmethod
@@ -171,9 +180,7 @@ class Llava:
         return (
             ["model.vision_tower.embeddings", "model.vision_tower.pre_layrnorm"] * first_vision
             + ["model.multi_modal_projector"] * last_vision,
-            ["model.language_model.rotary_emb"]
-            + ["model.language_model.embed_tokens"] * first_text
-            + ["model.language_model.norm", "lm_head"] * last_text,
+            text_parts(first_text, last_text),
         )
 
     @staticmethod
