@@ -215,16 +215,53 @@ fn transpose_skeletons_match_one_process() {
             case(VLM, "transpose, 1f1b", Some("round_robin"), &["model.enc.frozen=false"], true),
             case(VLM, "transpose, zbv", Some("by_microbatch"), &["model.enc.frozen=false"], true),
             case(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), &["model.enc.frozen=false"], true),
+            // Backward chunks away from their forwards, recomputing from received inputs.
+            case(VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), RECOMPUTED, false),
             case(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
             // HyperParallel's style.
             case(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true),
         ],
     );
+    for (procs, m) in case(VLM, "", None, &[], false).points() {
+        let mut sets: Vec<String> = RECOMPUTED.iter().map(|s| s.to_string()).collect();
+        sets.extend([
+            "schedule=transpose(chunks = 2), 1f1b".to_string(),
+            format!("batch.microbatches={m}"),
+            format!("cluster.pp={procs}"),
+            format!("cluster.devices={procs}"),
+        ]);
+        let dir = std::env::temp_dir().join(format!("mpipe-moved-{procs}-{}", std::process::id()));
+        build_torch(VLM, "readable", &dir, &sets);
+        let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(moved_backwards(&plan) > 0, "{sets:?}: no encoder backward runs away from its forward");
+    }
     let lookahead: Vec<&String> = outputs.iter().filter(|o| o.contains("lookahead = 1")).collect();
     assert!(
         !lookahead.is_empty() && lookahead.iter().all(|o| o.contains("3 step(s)")),
         "a lookahead plan runs at least 3 steps:\n{lookahead:?}"
     );
+}
+
+/// A trainable encoder that recomputes: derive may run a chunk's backward on another rank.
+const RECOMPUTED: &[&str] = &["model.enc.frozen=false", "model.enc.recompute=full"];
+
+/// How many replicated-stage backwards in a plan.json run on a rank without their forward.
+fn moved_backwards(plan: &str) -> usize {
+    let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
+    let replicated: Vec<&serde_json::Value> =
+        plan["stages"].as_array().unwrap().iter().filter(|s| s["ranks"] == "all").map(|s| &s["id"]).collect();
+    let key = |i: &serde_json::Value| (i["stage"].clone(), i["mb"].clone(), i["images"].clone());
+    let mut moved = 0;
+    for rank in plan["ranks"].as_array().unwrap() {
+        let list = rank["instructions"].as_array().unwrap();
+        let forwards: Vec<_> = list.iter().filter(|i| i["op"] == "forward").map(key).collect();
+        moved += list
+            .iter()
+            .filter(|i| i["op"] == "backward" && replicated.contains(&&i["stage"]) && !forwards.contains(&key(i)))
+            .count();
+    }
+    moved
 }
 
 /// Two replicas of two pipeline ranks: each replica runs its own microbatches, and the dp

@@ -118,7 +118,7 @@ fn human(plan: &mpipe::plan::Plan, ir: &mpipe::ir::PlanIr, r: &Report, timeline:
     if let (Some(floor), Some(relaxation)) = (r.transpose_floor_s, r.transpose_relaxation_s) {
         let _ = writeln!(
             out,
-            "encoder bounds {:>10}   body alone + first encode + last encoder backward (reachable); fluid relaxation {}",
+            "encoder bounds {:>10}   floor: body alone + first encode + last encoder backward, reached where the rest fits idle time; fluid relaxation {}",
             seconds(floor),
             seconds(relaxation)
         );

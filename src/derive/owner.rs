@@ -6,7 +6,8 @@
 //! delay, and so does every window but the first, which grows. Each microbatch is a job: its
 //! encoder chunks run one after another on one owner, the forwards before the time the first
 //! body stage needs the features (its deadline; none when the work serves the next step), a
-//! trainable encoder's backwards after the feature gradient comes back. Jobs are taken by
+//! trainable encoder's backwards after the feature gradient comes back (on the owner, or, for
+//! a job that moves, on whichever rank ends the step earliest). Jobs are taken by
 //! deadline, and each goes to the owner where it moves the end of the step least (work past a
 //! rank's last body event may), then where it finishes earliest (its backward, when it has one); a
 //! chunk goes into the first window it fits whole, so encoder work never delays a body event. The delay is the smallest for which every deadline is met; work that fits no window
@@ -41,6 +42,9 @@ pub struct Job {
     /// of one microbatch go to different ranks.
     pub mb: u32,
     pub part: u32,
+    /// The backward may run on another rank than the forward (it recomputes from the chunks'
+    /// inputs, which travel there); only where the owners are searched, not given.
+    pub moves: bool,
 }
 
 /// Where one chunk runs: before which event of its owner's chain, from when.
@@ -56,7 +60,10 @@ pub struct Schedule {
     pub delay: f64,
     /// When the last rank is done, body and encoder work, in the delayed timeline.
     pub end: f64,
+    /// Where each job's forward runs, and where its backward does (the same rank unless the
+    /// job moves).
     pub owners: Vec<u32>,
+    pub backward_owners: Vec<u32>,
     pub forward: Vec<Vec<Slot>>,
     pub backward: Vec<Vec<Slot>>,
 }
@@ -154,49 +161,79 @@ fn place_all(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, delay
         delay,
         end: 0.0,
         owners: vec![0; jobs.len()],
+        backward_owners: vec![0; jobs.len()],
         forward: vec![Vec::new(); jobs.len()],
         backward: vec![Vec::new(); jobs.len()],
     };
     for mb in order {
         let job = &jobs[mb];
-        let step_end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
-        // Parts of one microbatch are placed one after another (same deadline, adjacent).
-        let sibling = |r: u32| (0..mb).rev().take_while(|&o| jobs[o].mb == job.mb).any(|o| schedule.owners[o] == r);
+        // Parts of one microbatch are placed one after another (same deadline, adjacent), each
+        // forward on its own rank and each backward on its own rank.
+        let siblings: Vec<usize> = (0..mb).rev().take_while(|&o| jobs[o].mb == job.mb).collect();
         let candidates: Vec<u32> = match fixed {
             Some(f) => vec![f[mb]],
-            None => (0..lanes.len() as u32).filter(|&r| !sibling(r)).collect(),
+            None => (0..lanes.len() as u32).filter(|r| !siblings.iter().any(|&o| schedule.owners[o] == *r)).collect(),
         };
-        // (the owner's end, the job's finish, rank, forward and backward (window, start))
-        type Fitted = Vec<(usize, f64)>;
-        let mut best: Option<((f64, f64), u32, Fitted, Fitted)> = None;
-        for r in candidates {
-            let lane = &lanes[r as usize];
-            let (forward, done) = lane.fit(&job.forward, 0.0, &[]);
-            if job.deadline.is_some_and(|d| done > d + delay + EPS) {
-                continue;
-            }
-            let (backward, finish) = if job.backward.is_empty() {
-                (Vec::new(), done)
-            } else {
-                let ends: Vec<(usize, f64)> = forward.iter().zip(&job.forward).map(|((w, s), c)| (*w, s + c)).collect();
-                lane.fit(&job.backward, job.release + delay, &ends)
-            };
-            // The step ends with the last rank: first keep that end low, then the job's.
-            let score = (step_end.max(finish), finish);
-            let better = |b: &(f64, f64)| score.0 < b.0 - EPS || (score.0 <= b.0 + EPS && score.1 < b.1 - EPS);
-            if best.as_ref().is_none_or(|b| better(&b.0)) {
-                best = Some((score, r, forward, backward));
-            }
-        }
-        let (_, r, forward, backward) = best?;
+        // A backward that may move is placed on its own once the forward is.
+        let apart = job.moves && fixed.is_none() && !job.backward.is_empty();
+        let backward = if apart { &[][..] } else { &job.backward[..] };
+        let (r, forward, mut behind) = best_fit(&lanes, candidates, &job.forward, backward, job, delay)?;
         lanes[r as usize].take(&job.forward, &forward);
-        lanes[r as usize].take(&job.backward, &backward);
+        let mut q = r;
+        if apart {
+            // The forward's rank first: on a tie the backward stays, and nothing travels.
+            let free: Vec<u32> = std::iter::once(r)
+                .chain((0..lanes.len() as u32).filter(|&q| q != r))
+                .filter(|q| !siblings.iter().any(|&o| schedule.backward_owners[o] == *q))
+                .collect();
+            (q, _, behind) = best_fit(&lanes, free, &[], &job.backward, job, delay)?;
+        }
+        lanes[q as usize].take(&job.backward, &behind);
         schedule.owners[mb] = r;
+        schedule.backward_owners[mb] = q;
         schedule.forward[mb] = forward.into_iter().map(|(w, start)| lanes[r as usize].slot(w, start)).collect();
-        schedule.backward[mb] = backward.into_iter().map(|(w, start)| lanes[r as usize].slot(w, start)).collect();
+        schedule.backward[mb] = behind.into_iter().map(|(w, start)| lanes[q as usize].slot(w, start)).collect();
     }
     schedule.end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
     Some(schedule)
+}
+
+/// (window, start) of each chunk fitted into a lane.
+type Fitted = Vec<(usize, f64)>;
+
+/// The candidate rank where `forward` then `backward` (either may be empty) move the end of the
+/// step least, then finish earliest; ties go to the earlier rank. `None` when no candidate
+/// meets the job's deadline.
+fn best_fit(
+    lanes: &[Lane],
+    candidates: Vec<u32>,
+    forward: &[f64],
+    backward: &[f64],
+    job: &Job,
+    delay: f64,
+) -> Option<(u32, Fitted, Fitted)> {
+    let step_end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
+    let mut best: Option<((f64, f64), u32, Fitted, Fitted)> = None;
+    for r in candidates {
+        let lane = &lanes[r as usize];
+        let (ahead, done) = lane.fit(forward, 0.0, &[]);
+        if !forward.is_empty() && job.deadline.is_some_and(|d| done > d + delay + EPS) {
+            continue;
+        }
+        let (behind, finish) = if backward.is_empty() {
+            (Vec::new(), done)
+        } else {
+            let ends: Fitted = ahead.iter().zip(forward).map(|((w, s), c)| (*w, s + c)).collect();
+            lane.fit(backward, job.release + delay, &ends)
+        };
+        // The step ends with the last rank: first keep that end low, then the job's.
+        let score = (step_end.max(finish), finish);
+        let better = |b: &(f64, f64)| score.0 < b.0 - EPS || (score.0 <= b.0 + EPS && score.1 < b.1 - EPS);
+        if best.as_ref().is_none_or(|b| better(&b.0)) {
+            best = Some((score, r, ahead, behind));
+        }
+    }
+    best.map(|(_, r, ahead, behind)| (r, ahead, behind))
 }
 
 /// One rank's windows with the delay applied, and how far each is filled.
@@ -217,19 +254,24 @@ impl<'a> Lane<'a> {
     }
 
     /// Where `chunks` would run one after another from `earliest` on: (window, start) of each,
-    /// and when the last ends. `pending` are (window, end) of chunks fitted but not yet taken.
+    /// and when the last ends. `pending` are (window, end) of chunks fitted but not yet taken,
+    /// in the order they run (so by window). The chunks fitted here run one after another, so
+    /// the last one's end is past all the others: only `pending` and the lane's fill can hold
+    /// a chunk back further.
     fn fit(&self, chunks: &[f64], earliest: f64, pending: &[(usize, f64)]) -> (Vec<(usize, f64)>, f64) {
         let mut at = Vec::with_capacity(chunks.len());
-        let mut ends: Vec<(usize, f64)> = pending.to_vec();
         let mut t = earliest;
         let mut w = self.to.partition_point(|&to| to <= t + EPS);
+        let mut p = 0;
         for &c in chunks {
             loop {
-                let used = ends.iter().filter(|(pw, _)| *pw == w).fold(self.used[w], |u, (_, e)| u.max(*e));
-                let start = used.max(t);
+                while p < pending.len() && pending[p].0 < w {
+                    p += 1;
+                }
+                let here = pending[p..].iter().take_while(|(pw, _)| *pw == w);
+                let start = here.fold(self.used[w], |u, (_, e)| u.max(*e)).max(t);
                 if start + c <= self.to[w] + EPS || w + 1 == self.to.len() {
                     at.push((w, start));
-                    ends.push((w, start + c));
                     t = start + c;
                     break;
                 }
@@ -260,7 +302,15 @@ mod tests {
     }
 
     fn frozen(chunks: &[f64], deadline: f64) -> Job {
-        Job { forward: chunks.to_vec(), backward: Vec::new(), deadline: Some(deadline), release: 0.0, mb: 0, part: 0 }
+        Job {
+            forward: chunks.to_vec(),
+            backward: Vec::new(),
+            deadline: Some(deadline),
+            release: 0.0,
+            mb: 0,
+            part: 0,
+            moves: false,
+        }
     }
 
     #[test]
@@ -304,9 +354,49 @@ mod tests {
     }
 
     #[test]
+    fn a_backward_that_moves_goes_where_the_step_ends_first() {
+        // Rank 0 idles before its event at [1, 2), 1 unit in [2, 3), and after 6; rank 1 is
+        // busy until 4. The forward (due at 1) fits only rank 0's front; its backward (2 units,
+        // released at 2) would wait there until 6.
+        let windows = vec![
+            vec![window(0, None, 1.0), window(1, Some(2.0), 3.0), window(2, Some(6.0), f64::INFINITY)],
+            vec![window(0, None, 0.0), window(1, Some(4.0), f64::INFINITY)],
+        ];
+        let job = |moves| Job {
+            forward: vec![1.0],
+            backward: vec![2.0],
+            deadline: Some(1.0),
+            release: 2.0,
+            mb: 0,
+            part: 0,
+            moves,
+        };
+        let moved = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job(true)]);
+        assert_eq!((moved.owners[0], moved.backward_owners[0], moved.delay), (0, 1, 0.0));
+        assert_eq!(moved.backward[0], [Slot { before: 1, start: 4.0 }]);
+        assert_eq!(moved.end, 6.0);
+        // Kept together, the job either waits on rank 0 (ends at 8) or delays the body by 1 to
+        // fit rank 1's front: 7.
+        let kept = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job(false)]);
+        assert_eq!((kept.owners[0], kept.backward_owners[0]), (1, 1));
+        assert!((kept.end - 7.0).abs() < 1e-5, "{}", kept.end);
+        // A given owner map keeps the backward with its forward.
+        let fixed = schedule(&OwnerSpec::RoundRobin, &windows, &[job(true)]);
+        assert_eq!(fixed.backward_owners, [0]);
+    }
+
+    #[test]
     fn backward_runs_after_its_release_on_the_owner() {
         let windows = vec![vec![window(0, None, 1.0), window(1, Some(5.0), f64::INFINITY)]];
-        let job = Job { forward: vec![1.0], backward: vec![2.0], deadline: Some(1.0), release: 6.0, mb: 0, part: 0 };
+        let job = Job {
+            forward: vec![1.0],
+            backward: vec![2.0],
+            deadline: Some(1.0),
+            release: 6.0,
+            mb: 0,
+            part: 0,
+            moves: false,
+        };
         let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job]);
         assert_eq!(s.backward[0], [Slot { before: 1, start: 6.0 }]);
     }

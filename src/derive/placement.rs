@@ -8,7 +8,7 @@ use super::skeletons::{self, Shape};
 use crate::algebra::{Chunks, Fill, Layout, Skeleton, skeleton::body_skeleton};
 use crate::cost::Costs;
 use crate::ir::Mapping;
-use crate::plan::Plan;
+use crate::plan::{Plan, Recompute};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stage {
@@ -52,6 +52,9 @@ pub struct Encoder {
     pub trainable: bool,
     /// Encodes the next step's microbatches (frozen encoders only).
     pub lookahead: bool,
+    /// Every layer recomputes its activations in backward (`recompute = full`): a chunk's
+    /// backward needs only the chunk's input, so it may run on another rank than its forward.
+    pub recomputes: bool,
 }
 
 impl Encoder {
@@ -149,7 +152,10 @@ pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32) -> Placem
             };
             let chunks = if first.is_none() { chunk_count(plan, auto_chunks) } else { 1 };
             if first.is_none() {
-                encoder = Some(Encoder { region: i, stage: id, chunks, fill, trainable: info.trainable, lookahead });
+                let recomputes =
+                    region.segments.iter().all(|(part, _)| plan.model.parts[*part].recompute == Recompute::Full);
+                let trainable = info.trainable;
+                encoder = Some(Encoder { region: i, stage: id, chunks, fill, trainable, lookahead, recomputes });
             } else {
                 sink = Some(Sink { region: i, stage: id, trainable: info.trainable });
             }

@@ -7,7 +7,8 @@
 //! encoder work delays no body event, and the first forward waits only as long as the first
 //! features take. The first-stage rank receives each microbatch's features just before that
 //! microbatch's first forward. A trainable encoder's backward chunks run on the owner once the
-//! feature gradient is back, in its idle windows from then on (its cooldown). With lookahead a
+//! feature gradient is back, in its idle windows from then on (its cooldown); an encoder that
+//! recomputes fully may run them on another rank, which recomputes each chunk from its input. With lookahead a
 //! frozen encoder encodes the next step's microbatches anywhere in this step's idle time
 //! (`step: 1` in plan.json), the features of this step's microbatches, encoded the step
 //! before, leave their owners at the start of the step, and a prologue encodes the first
@@ -213,6 +214,9 @@ fn fill_idle_time(
     let first = placement.body.first;
     let windows: Vec<Vec<Window>> = g.chains.iter().map(|c| idle_windows(c, start, end)).collect();
     let layers = |s: u32| placement.stages[s as usize].layers.clone();
+    // A fully recomputed chunk's backward needs only the chunk's input, which may travel to
+    // another rank where sending it costs no compute time.
+    let moves = enc.trainable && enc.recomputes && !costs.send_occupies();
     let mut part = 0;
     let jobs: Vec<Job> = pieces
         .iter()
@@ -230,6 +234,7 @@ fn fill_idle_time(
                 release: gradient.map_or(0.0, |n| end[n.index()]),
                 mb: p.mb,
                 part,
+                moves,
             }
         })
         .collect();
@@ -266,13 +271,21 @@ fn fill_idle_time(
                 .find(Op::BackwardInput, first, mb)
                 .or_else(|| g.find(Op::Backward, first, mb))
                 .expect("a trainable encoder means the first body stage runs backward");
+            let behind = schedule.backward_owners[k];
             let mut previous = gradient;
-            for ((s, slot), &forward) in enc.stages().rev().zip(&schedule.backward[k]).zip(forwards.iter().rev()) {
-                let node = g.node(Instr { images: piece.images, ..Instr::compute(Op::Backward, s, mb) }, Some(owner));
+            for (s, slot) in enc.stages().rev().zip(&schedule.backward[k]) {
+                let node = g.node(Instr { images: piece.images, ..Instr::compute(Op::Backward, s, mb) }, Some(behind));
                 g.data(previous, node, Dir::Grad);
-                g.data(forward, node, Dir::Act);
+                // On the forward's rank the backward reads what the forward kept; elsewhere it
+                // recomputes from the chunk's input, the previous chunk's output (the first
+                // chunk's input is the microbatch's own images).
+                let k = (s - enc.stage) as usize;
+                let input = if behind == owner { Some(forwards[k]) } else { k.checked_sub(1).map(|j| forwards[j]) };
+                if let Some(input) = input {
+                    g.data(input, node, Dir::Act);
+                }
                 previous = node;
-                inserts[owner as usize].push((slot.before, slot.start, node));
+                inserts[behind as usize].push((slot.before, slot.start, node));
             }
         }
     }

@@ -51,8 +51,9 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
         let stage = ir.stage(s);
         match stage.rank {
             Some(r) => r == rank,
-            // A part of an encode runs on any replica; a whole one on the microbatch's owner.
-            None if i.images.is_some() => true,
+            // A part of an encode runs on any replica, and so does a backward (recomputing
+            // away from the forward); a whole forward on the microbatch's owner.
+            None if i.images.is_some() || i.op == Op::Backward => true,
             None => ir.owner.get(&stage.region).and_then(|o| o.get(mb as usize)).is_some_and(|o| *o == rank),
         }
     };
@@ -161,7 +162,13 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                     }
                 }
                 Op::Backward | Op::BackwardInput => {
-                    if done[slot(s, mb)] & FORWARD == 0 {
+                    // A replicated chunk's backward away from its forward recomputes it from its
+                    // input: the previous chunk's output, received, or at a region's start the data.
+                    let replicated = ir.stages[s as usize].ranks.is_some();
+                    let opens_region = s == 0 || ir.stages[s as usize - 1].region != ir.stages[s as usize].region;
+                    let recomputed =
+                        replicated && i.op == Op::Backward && (opens_region || got[slot(s - 1, mb)] & FORWARD != 0);
+                    if done[slot(s, mb)] & FORWARD == 0 && !recomputed {
                         problems.push(format!("{}: runs before the forward of stage {s} microbatch {mb}", here()));
                     }
                     if s + 1 < stages && backward[(s + 1) as usize] && !ready(Dir::Grad, s + 1) {

@@ -173,6 +173,15 @@ fn live_memory(
     // chunk, to the features' send, to the first body forward. With lookahead the next step's
     // features live to the end of the step, and this step's, encoded before, from its start.
     let kept_output = |s: u32| ir.stages[s as usize].ranks.is_some() && !ir.stages[s as usize].backward;
+    // A replicated chunk whose backward runs on another rank stays charged here to the end of
+    // the step (what it sends lives until the receiver takes it, right before that backward);
+    // the backward's rank holds the recomputed activations while it runs.
+    let forwards: std::collections::HashSet<(u32, u32, Option<[u32; 2]>)> = ir.ranks[r]
+        .instructions
+        .iter()
+        .filter(|i| i.op == Op::Forward)
+        .filter_map(|i| Some((i.stage?, i.mb?, i.images)))
+        .collect();
     let output = |s: u32, mb: u32| model.boundary_bytes(costs.stage_layers(s), mb);
     let mut held: std::collections::BTreeMap<(u32, u32, bool), f64> = Default::default();
     for i in ir.ranks[r].instructions.iter().filter(|i| i.step == Some(1)) {
@@ -207,6 +216,10 @@ fn live_memory(
             continue;
         }
         let bytes = model.activation_bytes(costs.stage_layers(s), mb) * share;
+        if i.op == Op::Backward && ir.stages[s as usize].ranks.is_some() && !forwards.contains(&(s, mb, i.images)) {
+            peak = peak.max(static_bytes + live + bytes);
+            continue;
+        }
         let freed = matches!(i.op, Op::Backward | Op::BackwardWeight);
         match i.op {
             Op::Forward => {

@@ -20,6 +20,7 @@ timeout, so one failing rank ends the others instead of hanging them.
 """
 
 import argparse
+import collections
 import datetime
 import importlib
 import json
@@ -235,6 +236,27 @@ def describe(i):
     return " ".join(parts)
 
 
+def backward_keys(instructions):
+    """(stage, mb, images...) of every backward this rank runs in the step."""
+    ops = ("backward", "backward_input", "backward_weight")
+    return {(i["stage"], i["mb"]) + tuple(i.get("images", ())) for i in instructions if i["op"] in ops}
+
+
+def activation_readers(instructions):
+    """How many of the step's instructions read each activation: the next stage's forward, a
+    send, a backward recomputing away from its forward (a stage reads the previous one's output)."""
+    here = {(i["stage"], i["mb"]) + tuple(i.get("images", ())) for i in instructions if i["op"] == "forward"}
+    readers = collections.Counter()
+    for i in instructions:
+        images = tuple(i.get("images", ()))
+        key = (i.get("stage"), i.get("mb")) + images
+        if i["op"] == "send" and i["dir"] == "act":
+            readers[key] += 1
+        elif (i["op"] == "forward" and i.get("step") != 1) or (i["op"] == "backward" and key not in here):
+            readers[(i["stage"] - 1, i["mb"]) + images] += 1
+    return readers
+
+
 class Rank:
     def __init__(self, plan, rank, adapter, config, device, dp_group=None, replica=0):
         self.plan, self.rank, self.adapter, self.config, self.device = plan, rank, adapter, config, device
@@ -292,12 +314,31 @@ class Rank:
             return batch
         return self.adapter.images(batch, *i["images"], self.config)
 
-    def gather(self, acts, s, mb):
+    def forward(self, i, acts, batch, readers):
+        """A stage's forward on its input (none for the model's first stage): (input, output),
+        the output the loss on the last stage."""
+        s, mb = i["stage"], i["mb"]
+        images = tuple(i.get("images", ()))
+        x = self.read(acts, (s - 1, mb) + images, readers) if images else self.gather(acts, s, mb, readers)
+        if x is not None:
+            x = x.detach().requires_grad_(True)
+        out = self.modules[s](x, self.part(i, batch(mb)))
+        if s == self.last_stage:
+            out = self.adapter.loss(out, batch(mb)) / self.m
+        return x, out
+
+    @staticmethod
+    def read(acts, key, readers):
+        """An activation for one of its readers: it leaves `acts` with the last."""
+        readers[key] -= 1
+        return acts.pop(key, None) if readers[key] <= 0 else acts.get(key)
+
+    def gather(self, acts, s, mb, readers):
         """The first body stage's input when parts of the encode made it: the parts in image
         order, concatenated along the tokens; where each part sits is kept for its gradient."""
         keys = sorted(k for k in acts if len(k) == 4 and k[:2] == (s - 1, mb))
         if not keys:
-            return acts.pop((s - 1, mb), None)
+            return self.read(acts, (s - 1, mb), readers)
         parts = [acts.pop(k) for k in keys]
         self.slices[(s, mb)] = [(k[2:], p.shape[1]) for k, p in zip(keys, parts)]
         return torch.cat(parts, dim=1)
@@ -314,6 +355,7 @@ class Rank:
         # Asynchronous gradient reductions (buckets) not yet waited for.
         reducing = []
         ahead, batch, next_batch = {}, self.batches(step), self.batches(step + 1)
+        behind, readers = backward_keys(instructions), activation_readers(instructions)
         durations = []
         self.timings.append(durations)
         for k, i in enumerate(instructions):
@@ -329,19 +371,23 @@ class Rank:
                     s, mb = i["stage"], i["mb"]
                     # A part of an encode keys its tensors by its images too.
                     images = tuple(i.get("images", ()))
-                    x = acts.pop((s - 1, mb) + images, None) if images else self.gather(acts, s, mb)
-                    if x is not None:
-                        x = x.detach().requires_grad_(True)
-                    out = self.modules[s](x, self.part(i, batch(mb)))
+                    key = (s, mb) + images
+                    # Where the backward runs on another rank, nothing here needs the graph.
+                    with torch.set_grad_enabled(key in behind):
+                        x, out = self.forward(i, acts, batch, readers)
                     if s == self.last_stage:
-                        out = self.adapter.loss(out, batch(mb)) / self.m
                         losses.append(out.detach())
-                    kept[(s, mb) + images] = (x, out)
+                    if key in behind:
+                        kept[key] = (x, out)
                     if s != self.last_stage:
-                        acts[(s, mb) + images] = out
+                        acts[key] = out
                 elif op in ("backward", "backward_input", "backward_weight"):
                     s, mb = i["stage"], i["mb"]
                     images = tuple(i.get("images", ()))
+                    if (s, mb) + images not in kept:
+                        # Away from its forward (an encoder chunk that recomputes): run the
+                        # forward again from the chunk's input, received or the data itself.
+                        kept[(s, mb) + images] = self.forward(i, acts, batch, readers)
                     x, out = kept[(s, mb) + images]
                     g = None if s == self.last_stage else grads.pop((s + 1, mb) + images) if op != "backward_weight" else kept[("g", s, mb)]
                     if op == "backward":
@@ -363,8 +409,7 @@ class Rank:
                             self.scatter(grads, s, mb, grads.pop((s, mb)))
                 elif op == "send":
                     key = (i["stage"], i["mb"]) + tuple(i.get("images", ()))
-                    store = acts if i["dir"] == "act" else grads
-                    t = store.pop(key).detach().contiguous()
+                    t = (self.read(acts, key, readers) if i["dir"] == "act" else grads.pop(key)).detach().contiguous()
                     header = torch.zeros(HEADER, dtype=torch.int64)
                     header[:5] = torch.tensor([DIRS[i["dir"]], i["stage"], i["mb"], DTYPES.index(t.dtype), t.dim()])
                     header[5 : 5 + t.dim()] = torch.tensor(t.shape)
