@@ -218,6 +218,8 @@ fn live_memory(
         let bytes = model.activation_bytes(costs.stage_layers(s), mb) * share;
         if i.op == Op::Backward && ir.stages[s as usize].ranks.is_some() && !forwards.contains(&(s, mb, i.images)) {
             peak = peak.max(static_bytes + live + bytes);
+            series.push((timeline.start[r][k], static_bytes + live + bytes));
+            series.push((timeline.end[r][k], static_bytes + live));
             continue;
         }
         let freed = matches!(i.op, Op::Backward | Op::BackwardWeight);
