@@ -230,17 +230,23 @@ fn transpose_skeletons_match_one_process() {
             format!("cluster.pp={procs}"),
             format!("cluster.devices={procs}"),
         ]);
-        let dir = std::env::temp_dir().join(format!("mpipe-moved-{procs}-{}", std::process::id()));
-        build_torch(VLM, "readable", &dir, &sets);
-        let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(moved_backwards(&plan) > 0, "{sets:?}: no encoder backward runs away from its forward");
+        assert!(moved_backwards(&derived_plan(&sets)) > 0, "{sets:?}: no encoder backward runs away from its forward");
     }
     let lookahead: Vec<&String> = outputs.iter().filter(|o| o.contains("lookahead = 1")).collect();
     assert!(
         !lookahead.is_empty() && lookahead.iter().all(|o| o.contains("3 step(s)")),
         "a lookahead plan runs at least 3 steps:\n{lookahead:?}"
     );
+}
+
+/// vlm.mpipe's plan.json under `sets`, as `build --target torch` writes it.
+fn derived_plan(sets: &[String]) -> String {
+    let dir =
+        std::env::temp_dir().join(format!("mpipe-derived-{}-{:?}", std::process::id(), std::thread::current().id()));
+    build_torch(VLM, "readable", &dir, sets);
+    let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    plan
 }
 
 /// A trainable encoder that recomputes: derive may run a chunk's backward on another rank.
@@ -508,11 +514,7 @@ fn transpose_split_images_match_one_process() {
                 format!("cluster.pp={procs}"),
                 format!("cluster.devices={procs}"),
             ];
-            let dir = std::env::temp_dir().join(format!("mpipe-split-{procs}-{frozen}-{}", std::process::id()));
-            build_torch(VLM, "readable", &dir, &sets);
-            let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
-            let _ = std::fs::remove_dir_all(&dir);
-            assert!(plan.contains("\"images\": ["), "{sets:?}: derive splits no encode");
+            assert!(derived_plan(&sets).contains("\"images\": ["), "{sets:?}: derive splits no encode");
             let out = verify(VLM, procs, &sets[..3], &[]);
             let stdout = String::from_utf8_lossy(&out.stdout);
             if !out.status.success() || !stdout.contains("ok: loss, gradients and parameters match") {

@@ -313,6 +313,11 @@ mod tests {
         }
     }
 
+    /// One forward unit due at 1, two backward units released at `release`.
+    fn trained(release: f64, moves: bool) -> Job {
+        Job { backward: vec![2.0], release, moves, ..frozen(&[1.0], 1.0) }
+    }
+
     #[test]
     fn chunks_fill_gaps_a_whole_encode_cannot() {
         // One rank, idle 1 unit before its first event and 1 unit between events 1 and 2.
@@ -362,15 +367,7 @@ mod tests {
             vec![window(0, None, 1.0), window(1, Some(2.0), 3.0), window(2, Some(6.0), f64::INFINITY)],
             vec![window(0, None, 0.0), window(1, Some(4.0), f64::INFINITY)],
         ];
-        let job = |moves| Job {
-            forward: vec![1.0],
-            backward: vec![2.0],
-            deadline: Some(1.0),
-            release: 2.0,
-            mb: 0,
-            part: 0,
-            moves,
-        };
+        let job = |moves| trained(2.0, moves);
         let moved = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job(true)]);
         assert_eq!((moved.owners[0], moved.backward_owners[0], moved.delay), (0, 1, 0.0));
         assert_eq!(moved.backward[0], [Slot { before: 1, start: 4.0 }]);
@@ -388,15 +385,7 @@ mod tests {
     #[test]
     fn backward_runs_after_its_release_on_the_owner() {
         let windows = vec![vec![window(0, None, 1.0), window(1, Some(5.0), f64::INFINITY)]];
-        let job = Job {
-            forward: vec![1.0],
-            backward: vec![2.0],
-            deadline: Some(1.0),
-            release: 6.0,
-            mb: 0,
-            part: 0,
-            moves: false,
-        };
+        let job = trained(6.0, false);
         let s = schedule(&OwnerSpec::ByMicrobatch, &windows, &[job]);
         assert_eq!(s.backward[0], [Slot { before: 1, start: 6.0 }]);
     }
