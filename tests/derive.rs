@@ -264,6 +264,29 @@ fn validator_catches_a_backward_before_its_forward() {
 }
 
 #[test]
+fn validator_catches_a_backward_away_from_its_forward_without_its_input() {
+    let text = plan_text(3, 4, "transpose(chunks = 2), 1f1b", Some(false), None)
+        .replace("frozen = false;", "frozen = false; recompute = full;");
+    let mut ir = derive_text(&text);
+    // The receive of a moved chunk's input (the previous chunk's output).
+    let (r, at) = ir
+        .ranks
+        .iter()
+        .enumerate()
+        .find_map(|(r, rank)| {
+            let at = rank
+                .instructions
+                .iter()
+                .position(|i| i.op == Op::Recv && i.dir == Some(Dir::Act) && i.stage == Some(0))?;
+            Some((r, at))
+        })
+        .expect("a chunk's input is received for a backward");
+    ir.ranks[r].instructions.remove(at);
+    let p = problems(&ir);
+    assert!(p.iter().any(|m| m.contains("runs before the forward of stage 1")), "{p:?}");
+}
+
+#[test]
 fn validator_catches_a_deadlock() {
     let mut ir = derive_text(&plan_text(2, 2, "gpipe", None, None));
     // Rank 0 waits for a gradient before sending the activation it depends on.

@@ -162,12 +162,11 @@ pub fn validate(ir: &PlanIr) -> Result<(), Vec<String>> {
                     }
                 }
                 Op::Backward | Op::BackwardInput => {
-                    // A replicated chunk's backward away from its forward recomputes it from its
-                    // input: the previous chunk's output, received, or at a region's start the data.
+                    // A replicated stage's backward away from its forward recomputes it from its
+                    // input: the previous stage's output, received, or the model's input data.
                     let replicated = ir.stages[s as usize].ranks.is_some();
-                    let opens_region = s == 0 || ir.stages[s as usize - 1].region != ir.stages[s as usize].region;
                     let recomputed =
-                        replicated && i.op == Op::Backward && (opens_region || got[slot(s - 1, mb)] & FORWARD != 0);
+                        replicated && i.op == Op::Backward && (s == 0 || got[slot(s - 1, mb)] & FORWARD != 0);
                     if done[slot(s, mb)] & FORWARD == 0 && !recomputed {
                         problems.push(format!("{}: runs before the forward of stage {s} microbatch {mb}", here()));
                     }
