@@ -191,11 +191,13 @@ impl Ctx<'_> {
             head_dim: f.count("head_dim").unwrap_or(hidden / heads),
         };
         if attention.kv_heads > heads || heads % attention.kv_heads != 0 {
-            let span = f.span("kv_heads").unwrap_or(name_span);
-            self.error(Error::Field(FieldError::OutOfRange {
-                span,
-                what: "`kv_heads`".into(),
-                requirement: format!("a divisor of heads ({heads})"),
+            let entry = f.span("kv_heads");
+            self.error(Error::Field(FieldError::NotADivisor {
+                span: entry.unwrap_or(name_span),
+                entry: entry.is_some(),
+                field: "kv_heads",
+                of: format!("`heads` ({heads})"),
+                nearest: rules::nearest_divisor(heads, attention.kv_heads),
             }));
             return None;
         }

@@ -26,6 +26,17 @@ fn field_span(section: &ast::Section, key: &str) -> Option<Span> {
     section.body.entries.iter().find(|e| e.key().name == key).map(|e| e.span())
 }
 
+/// The divisor of `n` nearest `near` (the smaller on a tie).
+pub(super) fn nearest_divisor(n: u64, near: u64) -> u64 {
+    let small = (1..).take_while(|d| d * d <= n).filter(|d| n.is_multiple_of(*d));
+    let divisors = small.flat_map(|d| [d, n / d]);
+    divisors.min_by_key(|&d| (d.abs_diff(near), d)).unwrap_or(1)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 impl Ctx<'_> {
     pub(super) fn rules(&mut self, parts: &Parts) {
         if let Some((cluster, section)) = parts.cluster {
@@ -192,11 +203,13 @@ impl Ctx<'_> {
             }));
         }
         if !c.dp.is_multiple_of(c.ep) {
-            let span = field_span(section, "ep").unwrap_or(section.keyword_span);
-            self.error(Error::Field(FieldError::OutOfRange {
-                span,
-                what: "`ep`".into(),
-                requirement: format!("a divisor of dp ({})", c.dp),
+            let entry = field_span(section, "ep");
+            self.error(Error::Field(FieldError::NotADivisor {
+                span: entry.unwrap_or(section.keyword_span),
+                entry: entry.is_some(),
+                field: "ep",
+                of: format!("`dp` ({})", c.dp),
+                nearest: nearest_divisor(c.dp, c.ep),
             }));
         }
     }
@@ -211,10 +224,15 @@ impl Ctx<'_> {
             }));
         }
         if let Some(&tokens) = batch.image_tokens.iter().find(|t| !t.is_multiple_of(batch.images)) {
-            self.error(Error::Field(FieldError::OutOfRange {
-                span: field_span(section, "images").unwrap_or(section.keyword_span),
-                what: "`images`".into(),
-                requirement: format!("a divisor of `image_tokens` ({tokens})"),
+            // A divisor of every microbatch's image tokens, nearest the count written.
+            let all = batch.image_tokens.iter().fold(0, |g, &t| gcd(g, t));
+            let entry = field_span(section, "images");
+            self.error(Error::Field(FieldError::NotADivisor {
+                span: entry.unwrap_or(section.keyword_span),
+                entry: entry.is_some(),
+                field: "images",
+                of: format!("`image_tokens` ({tokens})"),
+                nearest: nearest_divisor(all, batch.images),
             }));
         }
         let has_encoder = model.is_some_and(|model| model.parts.iter().any(|p| p.arch.is_encoder()));

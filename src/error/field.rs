@@ -57,6 +57,18 @@ pub enum FieldError {
         what: String,
         requirement: String,
     },
+    /// A count that must divide another (`kv_heads` of `heads`, `ep` of `dp`, `images` of
+    /// `image_tokens`): the fix writes the nearest divisor.
+    NotADivisor {
+        span: Span,
+        /// `span` is the whole `field = value;` entry (not the section, for a value set
+        /// elsewhere), so the fix may rewrite it.
+        entry: bool,
+        field: &'static str,
+        /// What it must divide, with its value: "`image_tokens` (4096)".
+        of: String,
+        nearest: u64,
+    },
     MissingSection {
         span: Span,
         section: &'static str,
@@ -152,6 +164,12 @@ impl FieldError {
             OutOfRange { span, what, requirement } => d(Code::E0207, format!("{what} is out of range"))
                 .primary(*span, format!("must be {requirement}"))
                 .help(format!("change {what} to {requirement}")),
+            NotADivisor { span, entry, field, of, nearest } => {
+                let diag = d(Code::E0207, format!("`{field}` is out of range"))
+                    .primary(*span, format!("must be a divisor of {of}"))
+                    .help(format!("change `{field}` to {nearest}, the nearest divisor"));
+                if *entry { diag.fix(*span, format!("{field} = {nearest};")) } else { diag }
+            }
             MissingSection { span, section, example } => d(Code::E0208, format!("the plan has no `{section}`"))
                 .primary(*span, format!("`{section}` is missing from this plan"))
                 .help(format!("add `{example}`")),
