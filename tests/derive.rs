@@ -341,6 +341,7 @@ proptest! {
         prefix in any::<bool>(),
         sink in any::<bool>(),
         chunks in prop::option::of(1u32..5),
+        recompute in any::<bool>(),
     ) {
         let rounds = (m / p).max(1);
         prop_assume!(!(skeleton.starts_with("interleaved") || skeleton.starts_with("zb1p")) || m % rounds == 0);
@@ -359,6 +360,10 @@ proptest! {
         let mut text = plan_text(p, m, &schedule, encoder, owner).replace(&format!("layers = {};", p * 4), &format!("layers = {};", p * v * 2));
         if sink {
             text = text.replace("    llm = lm;\n}", "    llm = lm;\n    head = vit;\n}").replace("cut enc | llm;", "cut enc | llm | head;");
+        }
+        if recompute {
+            // A trained encoder that recomputes may run its backwards away from its forwards.
+            text = text.replace("frozen = false;", "frozen = false; recompute = full;");
         }
         let ir = derive_text(&text);
         // The encoder's chunks split its layers into consecutive runs: together, the whole
@@ -510,10 +515,15 @@ proptest! {
         images in prop::sample::select(vec![1u32, 2, 4, 8]),
         frozen in any::<bool>(),
         chunks in prop::option::of(1u32..5),
+        recompute in any::<bool>(),
     ) {
         let chunks = chunks.map_or("auto".to_string(), |n| n.to_string());
         let schedule = format!("transpose(chunks = {chunks}), 1f1b");
-        let plan = checked_plan(&with_images(plan_text(p, m, &schedule, Some(frozen), None), 4096, images));
+        let mut text = with_images(plan_text(p, m, &schedule, Some(frozen), None), 4096, images);
+        if recompute {
+            text = text.replace("frozen = false;", "frozen = false; recompute = full;");
+        }
+        let plan = checked_plan(&text);
         let ir = mpipe::driver::build(&plan).unwrap_or_else(|e| panic!("{:?}", e.problems)).derived.ir;
         let model = mpipe::cost::model::CostModel::new(&plan);
         let mut work: std::collections::BTreeMap<(Op, u32, u32), (u32, f64)> = Default::default();
