@@ -355,6 +355,9 @@ fn hf_qwen2_5_vl_matches_one_process() {
             hf(QWEN, VLM, "transpose, zbv", Some("round_robin"), TRAINABLE, true),
             // Encoder chunks are runs of Qwen's vision blocks, each an instruction of the plan.
             hf(QWEN, VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), TRAINABLE, true),
+            // Recomputed: some of those runs' backwards recompute on another rank (moves checked
+            // by transpose_skeletons_match_one_process at these points).
+            hf(QWEN, VLM, "transpose(chunks = 2), 1f1b", Some("by_microbatch"), RECOMPUTED, false),
             hf(QWEN, VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
         ],
     );
