@@ -214,3 +214,16 @@ pub struct Plan {
     pub owner: Option<OwnerSpec>,
     pub targets: Vec<TargetSpec>,
 }
+
+/// Counts that must divide another (`kv_heads` of `heads`, `ep` of `dp`, `images` of
+/// `image_tokens`): the checker's fix-its and tune's candidates keep them whole.
+pub fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The divisor of `n` nearest `near` (the smaller on a tie).
+pub fn nearest_divisor(n: u64, near: u64) -> u64 {
+    let small = (1..).take_while(|d| d * d <= n).filter(|d| n.is_multiple_of(*d));
+    let divisors = small.flat_map(|d| [d, n / d]);
+    divisors.min_by_key(|&d| (d.abs_diff(near), d)).unwrap_or(1)
+}

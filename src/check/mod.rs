@@ -197,7 +197,7 @@ impl Ctx<'_> {
                 entry: entry.is_some(),
                 field: "kv_heads",
                 of: format!("`heads` ({heads})"),
-                nearest: rules::nearest_divisor(heads, attention.kv_heads),
+                nearest: crate::plan::nearest_divisor(heads, attention.kv_heads),
             }));
             return None;
         }

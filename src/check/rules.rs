@@ -7,7 +7,7 @@ use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Cut, Layout, OwnerSpec};
 use crate::ast;
 use crate::error::{ClusterError, Error, FieldError, ScheduleError, Warning};
-use crate::plan::{Batch, Cluster, Model, RegionSchedule};
+use crate::plan::{Batch, Cluster, Model, RegionSchedule, gcd, nearest_divisor};
 use crate::span::Span;
 
 /// What checked out of a plan, each checked value with its source.
@@ -24,17 +24,6 @@ pub struct Parts<'a> {
 /// The span of `key = …;` in a section, if written.
 fn field_span(section: &ast::Section, key: &str) -> Option<Span> {
     section.body.entries.iter().find(|e| e.key().name == key).map(|e| e.span())
-}
-
-/// The divisor of `n` nearest `near` (the smaller on a tie).
-pub(super) fn nearest_divisor(n: u64, near: u64) -> u64 {
-    let small = (1..).take_while(|d| d * d <= n).filter(|d| n.is_multiple_of(*d));
-    let divisors = small.flat_map(|d| [d, n / d]);
-    divisors.min_by_key(|&d| (d.abs_diff(near), d)).unwrap_or(1)
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 impl Ctx<'_> {

@@ -6,7 +6,7 @@
 //! coordinate, with the optimality gap it cannot close reported.
 
 use crate::algebra::Layout;
-use crate::plan::Plan;
+use crate::plan::{Plan, gcd};
 use crate::sim::report::Report;
 
 pub type Overrides = Vec<(String, String)>;
@@ -122,10 +122,6 @@ pub fn space(plan: &Plan, devices: u64) -> Vec<Overrides> {
         }
     }
     out
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// Searches `candidates` with `evaluate` (None: invalid or over the memory limit).
