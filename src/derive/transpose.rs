@@ -279,8 +279,9 @@ fn fill_idle_time(
                 // On the forward's rank the backward reads what the forward kept; elsewhere it
                 // recomputes from the chunk's input, the previous chunk's output (the first
                 // chunk's input is the microbatch's own images).
-                let k = (s - enc.stage) as usize;
-                let input = if behind == owner { Some(forwards[k]) } else { k.checked_sub(1).map(|j| forwards[j]) };
+                let chunk = (s - enc.stage) as usize;
+                let input =
+                    if behind == owner { Some(forwards[chunk]) } else { chunk.checked_sub(1).map(|j| forwards[j]) };
                 if let Some(input) = input {
                     g.data(input, node, Dir::Act);
                 }
