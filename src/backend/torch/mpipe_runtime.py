@@ -236,24 +236,27 @@ def describe(i):
     return " ".join(parts)
 
 
+def tensor_key(i, stage_offset=0):
+    """(stage, mb, images...) of an instruction's tensor; `stage_offset` -1: its input's."""
+    return (i["stage"] + stage_offset, i["mb"]) + tuple(i.get("images", ()))
+
+
 def backward_keys(instructions):
-    """(stage, mb, images...) of every backward this rank runs in the step."""
+    """Keys of every backward this rank runs in the step."""
     ops = ("backward", "backward_input", "backward_weight")
-    return {(i["stage"], i["mb"]) + tuple(i.get("images", ())) for i in instructions if i["op"] in ops}
+    return {tensor_key(i) for i in instructions if i["op"] in ops}
 
 
 def activation_readers(instructions):
     """How many of the step's instructions read each activation: the next stage's forward, a
     send, a backward recomputing away from its forward (a stage reads the previous one's output)."""
-    here = {(i["stage"], i["mb"]) + tuple(i.get("images", ())) for i in instructions if i["op"] == "forward"}
+    here = {tensor_key(i) for i in instructions if i["op"] == "forward"}
     readers = collections.Counter()
     for i in instructions:
-        images = tuple(i.get("images", ()))
-        key = (i.get("stage"), i.get("mb")) + images
         if i["op"] == "send" and i["dir"] == "act":
-            readers[key] += 1
-        elif (i["op"] == "forward" and i.get("step") != 1) or (i["op"] == "backward" and key not in here):
-            readers[(i["stage"] - 1, i["mb"]) + images] += 1
+            readers[tensor_key(i)] += 1
+        elif (i["op"] == "forward" and i.get("step") != 1) or (i["op"] == "backward" and tensor_key(i) not in here):
+            readers[tensor_key(i, -1)] += 1
     return readers
 
 
