@@ -59,33 +59,33 @@ fn nearest(source: &Source, written: &Built, target: Target) -> Option<Plan> {
     }
 }
 
-/// What `target` emits for `source` with `nearest`, and the plan it runs.
-fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
-    let written = mpipe::driver::build(&source.plan).unwrap();
-    let Some(plan) = nearest(source, &written, target) else {
-        return (mpipe::backend::artifacts(target, &written), source.plan.clone(), written.derived);
+/// What `target` emits for `source`, given the plan as written derived, and the plan it runs
+/// with its derivation where that is the nearest plan instead.
+fn emit(source: &Source, written: &Built, target: Target) -> (Vec<Artifact>, Option<(Plan, Derived)>) {
+    let Some(plan) = nearest(source, written, target) else {
+        return (mpipe::backend::artifacts(target, written), None);
     };
     let (artifacts, derived) = {
         let built = mpipe::driver::build(&plan).unwrap();
         (mpipe::backend::artifacts(target, &built), built.derived)
     };
-    (artifacts, plan, derived)
+    (artifacts, Some((plan, derived)))
+}
+
+/// What `target` emits for `source` with `nearest`, and the plan it runs.
+fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
+    let written = mpipe::driver::build(&source.plan).unwrap();
+    match emit(source, &written, target) {
+        (artifacts, Some((plan, derived))) => (artifacts, plan, derived),
+        (artifacts, None) => (artifacts, source.plan.clone(), written.derived),
+    }
 }
 
 /// What every target emits for `source`, the plan as written derived once for all of them
 /// (its search is what costs, on the large examples).
 fn emitted_by_each(source: &Source) -> Vec<(Target, Vec<Artifact>)> {
     let written = mpipe::driver::build(&source.plan).unwrap();
-    TARGETS
-        .into_iter()
-        .map(|target| {
-            let artifacts = match nearest(source, &written, target) {
-                None => mpipe::backend::artifacts(target, &written),
-                Some(plan) => mpipe::backend::artifacts(target, &mpipe::driver::build(&plan).unwrap()),
-            };
-            (target, artifacts)
-        })
-        .collect()
+    TARGETS.into_iter().map(|target| (target, emit(source, &written, target).0)).collect()
 }
 
 fn stem(key: &str) -> String {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use mpipe::ir::{Dir, Instr, Op, PlanIr};
+use mpipe::ir::{Dir, Op, PlanIr};
 use mpipe::resolve::loader::MemoryLoader;
 use proptest::prelude::*;
 
@@ -106,27 +106,19 @@ fn a_recomputed_encoders_backward_may_leave_its_forwards_rank() {
     let text = plan_text(3, 4, "transpose(chunks = 2), 1f1b", Some(false), None)
         .replace("frozen = false;", "frozen = false; recompute = full;");
     let ir = derive_text(&text);
-    let encoder = |s: u32| ir.stages[s as usize].ranks.is_some();
-    let mut moved = 0;
-    for r in &ir.ranks {
-        let here = |i: &Instr| r.instructions.iter().any(|f| f.op == Op::Forward && (f.stage, f.mb) == (i.stage, i.mb));
-        for (k, i) in r.instructions.iter().enumerate() {
-            if i.op != Op::Backward || !encoder(i.stage.unwrap()) || here(i) {
-                continue;
-            }
-            moved += 1;
-            // The receives right before it bring its input (and, for the last chunk, the
-            // feature gradient).
-            let received = r.instructions[..k].iter().rev().take_while(|p| p.op == Op::Recv);
-            let input = (Some(Dir::Act), i.stage.unwrap().checked_sub(1), i.mb);
-            assert!(
-                i.stage == Some(0) || received.clone().any(|p| (p.dir, p.stage, p.mb) == input),
-                "rank {} instruction {k}: no input received before it",
-                r.rank
-            );
-        }
+    let moved = common::moved_backwards(&ir);
+    assert!(!moved.is_empty(), "no backward left its forward's rank");
+    for (r, k) in moved {
+        let (list, i) = (&ir.ranks[r].instructions, &ir.ranks[r].instructions[k]);
+        // The receives right before it bring its input (and, for the last chunk, the
+        // feature gradient).
+        let received = list[..k].iter().rev().take_while(|p| p.op == Op::Recv);
+        let input = (Some(Dir::Act), i.stage.unwrap().checked_sub(1), i.mb);
+        assert!(
+            i.stage == Some(0) || received.clone().any(|p| (p.dir, p.stage, p.mb) == input),
+            "rank {r} instruction {k}: no input received before it"
+        );
     }
-    assert!(moved > 0, "no backward left its forward's rank");
     insta::assert_snapshot!("transpose_recomputed_backward_moves", mpipe::ir::text::render(&ir));
 }
 

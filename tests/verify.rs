@@ -8,13 +8,12 @@
 //! the repository, created on first use). Two runs at a time: much of a run is Python start-up
 //! and ranks waiting on each other, which a second run fills on two cores.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::root;
 
 fn python() -> &'static str {
     static PYTHON: OnceLock<String> = OnceLock::new();
@@ -230,7 +229,8 @@ fn transpose_skeletons_match_one_process() {
             format!("cluster.pp={procs}"),
             format!("cluster.devices={procs}"),
         ]);
-        assert!(moved_backwards(&derived_plan(&sets)) > 0, "{sets:?}: no encoder backward runs away from its forward");
+        let plan: mpipe::ir::PlanIr = serde_json::from_str(&derived_plan(&sets)).unwrap();
+        assert!(!common::moved_backwards(&plan).is_empty(), "{sets:?}: no encoder backward runs away from its forward");
     }
     let lookahead: Vec<&String> = outputs.iter().filter(|o| o.contains("lookahead = 1")).collect();
     assert!(
@@ -251,24 +251,6 @@ fn derived_plan(sets: &[String]) -> String {
 
 /// A trainable encoder that recomputes: derive may run a chunk's backward on another rank.
 const RECOMPUTED: &[&str] = &["model.enc.frozen=false", "model.enc.recompute=full"];
-
-/// How many replicated-stage backwards in a plan.json run on a rank without their forward.
-fn moved_backwards(plan: &str) -> usize {
-    let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
-    let replicated: Vec<&serde_json::Value> =
-        plan["stages"].as_array().unwrap().iter().filter(|s| s["ranks"] == "all").map(|s| &s["id"]).collect();
-    let key = |i: &serde_json::Value| (i["stage"].clone(), i["mb"].clone(), i["images"].clone());
-    let mut moved = 0;
-    for rank in plan["ranks"].as_array().unwrap() {
-        let list = rank["instructions"].as_array().unwrap();
-        let forwards: Vec<_> = list.iter().filter(|i| i["op"] == "forward").map(key).collect();
-        moved += list
-            .iter()
-            .filter(|i| i["op"] == "backward" && replicated.contains(&&i["stage"]) && !forwards.contains(&key(i)))
-            .count();
-    }
-    moved
-}
 
 /// Two replicas of two pipeline ranks: each replica runs its own microbatches, and the dp
 /// all-reduce must turn their gradients into the single process's over all of them.

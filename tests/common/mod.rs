@@ -101,3 +101,22 @@ pub fn repo_loader(dirs: &[&str]) -> MemoryLoader {
     }
     loader
 }
+
+/// (rank, index) of every replicated-stage backward that runs on a rank without its forward
+/// (same stage, microbatch and images): a recomputed encoder's moved backwards.
+pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
+    use mpipe::ir::Op;
+    let mut moved = Vec::new();
+    for (r, rank) in ir.ranks.iter().enumerate() {
+        let key = |i: &mpipe::ir::Instr| (i.stage, i.mb, i.images);
+        let forwards: std::collections::HashSet<_> =
+            rank.instructions.iter().filter(|i| i.op == Op::Forward).map(key).collect();
+        for (k, i) in rank.instructions.iter().enumerate() {
+            let replicated = i.stage.is_some_and(|s| ir.stages[s as usize].ranks.is_some());
+            if i.op == Op::Backward && replicated && !forwards.contains(&key(i)) {
+                moved.push((r, k));
+            }
+        }
+    }
+    moved
+}
