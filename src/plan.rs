@@ -215,6 +215,14 @@ pub struct Plan {
     pub targets: Vec<TargetSpec>,
 }
 
+impl Plan {
+    /// The model parts the cut's region `region` takes layers from, a part once per run of its
+    /// layers there.
+    pub fn region_parts(&self, region: usize) -> impl Iterator<Item = &Part> {
+        self.cut.regions[region].segments.iter().map(|(part, _)| &self.model.parts[*part])
+    }
+}
+
 /// Counts that must divide another (`kv_heads` of `heads`, `ep` of `dp`, `images` of
 /// `image_tokens`): the checker's fix-its and tune's candidates keep them whole.
 pub fn gcd(a: u64, b: u64) -> u64 {

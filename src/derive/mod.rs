@@ -130,7 +130,7 @@ fn image_splits(plan: &Plan, chosen: &Choice, unsplit: f64, costs: &dyn Costs) -
     if most <= 1 {
         return (unsplit, Vec::new());
     }
-    let trainable = plan.cut.regions[0].segments.iter().any(|(part, _)| !plan.model.parts[*part].frozen);
+    let trainable = plan.region_parts(0).any(|part| !part.frozen);
     let doubling =
         |limit: usize| std::iter::successors(Some(1usize), |n| n.checked_mul(2)).take_while(move |n| *n < limit);
     let counts: Vec<usize> = doubling(m).chain([m]).collect();

@@ -114,8 +114,8 @@ pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32) -> Placem
     let m = plan.batch.microbatches as u32;
     let mut regions = Vec::new();
     let mut upstream_trainable = false;
-    for (region, sched) in plan.cut.regions.iter().zip(&plan.schedule) {
-        let trainable = region.segments.iter().any(|(part, _)| !plan.model.parts[*part].frozen);
+    for (i, (region, sched)) in plan.cut.regions.iter().zip(&plan.schedule).enumerate() {
+        let trainable = plan.region_parts(i).any(|part| !part.frozen);
         upstream_trainable |= trainable;
         regions.push(RegionInfo {
             name: region.name.clone(),
@@ -152,8 +152,7 @@ pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32) -> Placem
             };
             let chunks = if first.is_none() { chunk_count(plan, auto_chunks) } else { 1 };
             if first.is_none() {
-                let recomputes =
-                    region.segments.iter().all(|(part, _)| plan.model.parts[*part].recompute == Recompute::Full);
+                let recomputes = plan.region_parts(i).all(|part| part.recompute == Recompute::Full);
                 let trainable = info.trainable;
                 encoder = Some(Encoder { region: i, stage: id, chunks, fill, trainable, lookahead, recomputes });
             } else {
