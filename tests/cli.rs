@@ -390,3 +390,67 @@ fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
     let with_encoder = stdout(&mpipec(&["sim", "examples/paper_small.mpipe"]));
     assert!(with_encoder.contains("encoder E_r") && with_encoder.contains("spill"), "{with_encoder}");
 }
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    stdout(o).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Python's `CompileError` prints the `rendered` texts of a JSON run: together they must be what
+/// the human format prints, the summary and problems outside any file included.
+#[test]
+fn json_rendered_texts_make_the_human_output() {
+    for args in [&["check", "tests/ui/algebra/arity.mpipe"][..], &["check", "no/such/plan.mpipe"]] {
+        let human = mpipec(&[&["--color", "never"], args].concat());
+        let json = mpipec(&[&["--message-format", "json"], args].concat());
+        let rendered: String = json_lines(&json).iter().filter_map(|l| l["rendered"].as_str()).collect();
+        assert_eq!(rendered, stderr(&human), "{args:?}");
+    }
+}
+
+/// `sim --json --ir` is report.json and plan.json in one line, exactly as `build` writes them.
+#[test]
+fn sim_ir_gives_the_report_and_the_plan_in_one_run() {
+    let dir = temp_dir("sim-ir");
+    let o = mpipec(&["build", "examples/paper_small.mpipe", "-o", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = mpipec(&["--message-format", "json", "sim", "examples/paper_small.mpipe", "--json", "--ir"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&o);
+    let (both, reports) = lines.split_last().unwrap();
+    assert_eq!(reports.last().unwrap()["type"], "summary");
+    let file =
+        |name: &str| serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+    assert_eq!(both["report"], file("report.json"));
+    assert_eq!(both["ir"], file("plan.json"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let o = mpipec(&["sim", "examples/paper_small.mpipe", "--ir"]);
+    assert_eq!(o.status.code(), Some(2), "--ir needs --json");
+}
+
+/// A plan path of `-` reads standard input: the same plan as from its file, diagnostics naming
+/// `<stdin>`, and `use "…"` paths resolved against the working directory.
+#[test]
+fn a_plan_on_standard_input() {
+    use std::io::Write;
+    let piped = |text: &[u8], args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+            .args(args)
+            .current_dir(common::root())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let text = std::fs::read("examples/paper_small.mpipe").unwrap();
+    let from_file = mpipec(&["sim", "examples/paper_small.mpipe", "--json"]);
+    let from_stdin = piped(&text, &["sim", "-", "--json"]);
+    assert_eq!(from_stdin.status.code(), Some(0), "{}", stderr(&from_stdin));
+    assert_eq!(stdout(&from_stdin), stdout(&from_file));
+    let o = piped(b"use \"examples/missing.mpipe\";\n", &["--color", "never", "check", "-"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("┌─ <stdin>:1:"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("examples/missing.mpipe"), "{}", stderr(&o));
+}
