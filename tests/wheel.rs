@@ -35,12 +35,17 @@ fn script(name: &str) -> PathBuf {
 
 /// Builds the wheel into `dist` with the debug binary this test run already has.
 fn build_wheel(dist: &Path) -> PathBuf {
-    let binary = Path::new(env!("CARGO_BIN_EXE_mpipec"));
-    let target_dir = binary.parent().and_then(Path::parent).expect("the binary lies in TARGET/debug");
+    let profile_dir = Path::new(env!("CARGO_BIN_EXE_mpipec")).parent().expect("the binary lies in TARGET/PROFILE");
+    let target_dir = profile_dir.parent().expect("the binary lies in TARGET/PROFILE");
+    // Cargo's `dev` profile builds into `debug`; every other profile into its own name.
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(name) => name,
+    };
     checked(
         "maturin build",
         Command::new(script("wheel-env"))
-            .args(["build", "--profile", "dev", "--auditwheel", "skip", "--out"])
+            .args(["build", "--profile", profile, "--auditwheel", "skip", "--out"])
             .arg(dist)
             .arg("--target-dir")
             .arg(target_dir)

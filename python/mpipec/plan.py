@@ -24,7 +24,7 @@ def _is_text(source: Source) -> bool:
 
 def _value_text(key: str, value: Value) -> str:
     """A Python value as the text ``--set KEY=VALUE`` takes. A str is passed as written: it is
-    plan syntax (``"interleaved(2)"``, ``"round_robin"``, ``"64GiB"``)."""
+    plan syntax (``"interleaved(2)"``, ``"round_robin"``, ``"enc | llm"``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -43,9 +43,9 @@ def _value_text(key: str, value: Value) -> str:
     )
 
 
-def _set_args(overrides: Optional[Mapping[str, Value]]) -> list[str]:
+def _set_args(overrides: Mapping[str, Value]) -> list[str]:
     args: list[str] = []
-    for key, value in (overrides or {}).items():
+    for key, value in overrides.items():
         if not isinstance(key, str) or not key.strip() or "=" in key:
             raise ValueError(f"set key {key!r} is not a dotted path such as \"cluster.pp\"")
         args += ["--set", f"{key}={_value_text(key, value)}"]
@@ -56,7 +56,11 @@ def _plan_args(source: Source, overrides: Mapping[str, Value]) -> tuple[list[str
     """The binary's plan argument and --set options, and its standard input."""
     if _is_text(source):
         return [STDIN, *_set_args(overrides)], source
-    return [os.fspath(source), *_set_args(overrides)], None
+    path = os.fspath(source)
+    # A relative path that starts with `-` would read as an option.
+    if path.startswith("-"):
+        path = os.path.join(os.curdir, path)
+    return [path, *_set_args(overrides)], None
 
 
 class Plan:
