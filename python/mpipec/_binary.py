@@ -103,8 +103,9 @@ def run(args: list[str], stdin: Optional[str] = None) -> Run:
     if done.returncode != 0 and not rendered:
         # Refused before any plan was read (a usage error, or a binary too old for these
         # options) or a crash of the compiler itself: its report is text.
-        diagnostics.append(_diagnostic({"message": done.stderr.strip() or f"exit status {done.returncode}"}))
-        rendered.append(done.stderr)
+        text = done.stderr or f"error: mpipec exited with status {done.returncode}\n"
+        diagnostics.append(_diagnostic({"message": text.strip(), "rendered": text}))
+        rendered.append(text)
     return Run(done.returncode, diagnostics, "".join(rendered), result)
 
 

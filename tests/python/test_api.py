@@ -125,6 +125,18 @@ class BadInput(unittest.TestCase):
                 mpipec.compile(PAPER_SMALL)
 
 
+    def test_a_binary_that_refuses_the_options_is_reported_in_its_words(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            old = Path(scratch) / "mpipec"
+            old.write_text("#!/bin/sh\necho \"error: unexpected argument '--ir' found\" >&2\nexit 2\n")
+            old.chmod(0o755)
+            with mock.patch.dict(os.environ, {"MPIPEC_BINARY": str(old)}):
+                with self.assertRaises(mpipec.CompileError) as caught:
+                    mpipec.compile(PAPER_SMALL)
+        self.assertEqual(str(caught.exception), "error: unexpected argument '--ir' found\n")
+        self.assertEqual(caught.exception.diagnostics[0]["message"], "error: unexpected argument '--ir' found")
+
+
 class Package(unittest.TestCase):
     def test_it_imports_without_torch(self):
         code = "import sys; sys.modules['torch'] = None; import mpipec; print(mpipec.__version__)"
