@@ -24,6 +24,7 @@ pub mod outputs;
 pub mod overrides;
 pub mod parse;
 pub mod plan;
+pub mod random;
 pub mod resolve;
 pub mod sim;
 pub mod span;
