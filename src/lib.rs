@@ -32,7 +32,7 @@ pub mod suggest;
 pub mod units;
 
 use diagnostics::Diagnostic;
-use driver::Compiled;
+use driver::{Built, Compiled};
 
 pub use backend::VERSION;
 
@@ -49,28 +49,39 @@ pub enum Depth {
 /// `mpipec check`, `mpipec build`, the language server and the UI snapshots all give, so a file
 /// gets the same diagnostics everywhere.
 pub fn diagnose(compiled: &Compiled, depth: Depth) -> Vec<Diagnostic> {
-    diagnose_while(compiled, depth, &|| true).unwrap_or_default()
+    diagnose_while(compiled, depth, &|| true, &mut |_| {}).unwrap_or_default()
 }
 
 /// [`diagnose`], asking `wanted` before each pass of the build (derive, the simulation, each
 /// target) and giving `None` as soon as it says no, so a caller whose input has changed (the
-/// language server) stops paying for an answer it would throw away.
-pub fn diagnose_while(compiled: &Compiled, depth: Depth, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
+/// language server) stops paying for an answer it would throw away. `seen` gets the build, for
+/// a caller that keeps what it placed where.
+pub fn diagnose_while(
+    compiled: &Compiled,
+    depth: Depth,
+    wanted: &dyn Fn() -> bool,
+    seen: &mut dyn FnMut(&Built),
+) -> Option<Vec<Diagnostic>> {
     let mut all = compiled.diagnostics.clone();
     if depth == Depth::Build {
-        all.extend(build_passes(compiled, wanted)?);
+        all.extend(build_passes(compiled, wanted, seen)?);
         diagnostics::sort(&mut all);
     }
     Some(all)
 }
 
 /// What building a compiled plan adds to its check's diagnostics.
-fn build_passes(compiled: &Compiled, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
+fn build_passes(
+    compiled: &Compiled,
+    wanted: &dyn Fn() -> bool,
+    seen: &mut dyn FnMut(&Built),
+) -> Option<Vec<Diagnostic>> {
     let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
     if !wanted() {
         return None;
     }
     let Ok(built) = driver::build(plan) else { return Some(Vec::new()) };
+    seen(&built);
     if !wanted() {
         return None;
     }
