@@ -400,6 +400,35 @@ fn a_symlink_cannot_smuggle_a_file_in() {
     std::fs::remove_dir_all(&outside).unwrap();
 }
 
+// Guards: refusals that come before the cost, and messages that name the real cause.
+
+#[test]
+fn a_sweep_too_large_is_refused_from_the_sizes_of_its_ranges() {
+    let o = mpipec(&[
+        "sweep",
+        "examples/paper_small.mpipe",
+        "--vary",
+        "batch.image_tokens=1..4000+1",
+        "--vary",
+        "batch.seq_len=1..4000+1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the sweep has 16000000 points (4000 × 4000), more than 4096"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_misspelled_sweep_key_is_one_error_with_a_suggestion() {
+    let o = mpipec(&["sweep", "examples/paper_small.mpipe", "--vary", "batch.imagetokens=1,2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("error[E0202]").count(), 1, "{err}");
+    assert!(err.contains("did you mean `image_tokens`?"), "{err}");
+    assert_eq!(stdout(&o), "", "no table for a sweep that cannot run");
+    let o = mpipec(&["sweep", "examples/paper_small.mpipe", "--vary", "clustr.pp=2,4"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(stderr(&o).matches("error[E0109]").count(), 1, "{}", stderr(&o));
+}
+
 #[test]
 fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
     let text_only = stdout(&mpipec(&["sim", "examples/llm_1f1b.mpipe"]));
