@@ -1,7 +1,9 @@
-//! `mpipec check FILE…`
+//! `mpipec check FILE…`: every diagnostic `build` would give each file ([`mpipe::diagnose`] at
+//! [`Depth::Build`]), with nothing written.
 
 use std::path::{Path, PathBuf};
 
+use mpipe::Depth;
 use mpipe::driver::{Compiled, Loaded};
 use mpipe::plan::Plan;
 
@@ -100,7 +102,7 @@ pub fn run(global: &Global, files: &[PathBuf]) -> u8 {
     let mut io_failed = false;
     for path in files {
         match load(global, path) {
-            Ok(checked) => reporter.emit(&checked.diagnostics, &checked.program.sources),
+            Ok(checked) => reporter.emit(&mpipe::diagnose(&checked, Depth::Build), &checked.program.sources),
             Err(message) => {
                 reporter.plain_error(&message);
                 io_failed = true;

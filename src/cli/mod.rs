@@ -76,7 +76,7 @@ pub enum TuneObjective {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check plans and report every diagnostic
+    /// Check plans and report every diagnostic a build would give them, writing nothing
     Check {
         /// Plans, or files of definitions, to check
         #[arg(required = true, value_name = "FILE")]
