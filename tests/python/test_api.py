@@ -78,6 +78,17 @@ class BadInput(unittest.TestCase):
         self.assertIn("1f1b", first["help"])
         self.assertEqual(str(error), cli("sim", str(UNKNOWN_SKELETON)).stderr)
 
+    def test_a_refused_target_renders_as_the_cli_and_writes_nothing(self):
+        cannot_run = ROOT / "tests" / "ui" / "backends" / "cannot_run.mpipe"
+        plan = mpipec.compile(cannot_run)
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "out"
+            with self.assertRaises(mpipec.CompileError) as caught:
+                plan.build(out)
+            self.assertEqual([d["code"] for d in caught.exception.diagnostics], ["E0402"])
+            self.assertEqual(str(caught.exception), cli("build", str(cannot_run), "-o", str(out)).stderr)
+            self.assertFalse(out.exists())
+
     def test_a_path_that_does_not_exist(self):
         with self.assertRaises(mpipec.CompileError) as caught:
             mpipec.compile(ROOT / "examples" / "no_such_plan.mpipe")
