@@ -7,13 +7,14 @@ use std::process::{Command, Output};
 
 use mpipe::diagnostics::Code;
 
+fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mpipec"));
+    command.args(args).current_dir(common::root()).env_remove("NO_COLOR");
+    command
+}
+
 fn mpipec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpipec"))
-        .args(args)
-        .current_dir(common::root())
-        .env_remove("NO_COLOR")
-        .output()
-        .unwrap()
+    command(args).output().unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -482,9 +483,7 @@ fn sim_ir_gives_the_report_and_the_plan_in_one_run() {
 fn a_plan_on_standard_input() {
     use std::io::Write;
     let piped = |text: &[u8], args: &[&str]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mpipec"))
-            .args(args)
-            .current_dir(common::root())
+        let mut child = command(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
