@@ -9,7 +9,7 @@ use crate::ast::{self, DefKind, Entry, ValueKind};
 use crate::error::{Error, FieldError, ImportError};
 use crate::resolve::{DefId, kind_word};
 use crate::span::Span;
-use crate::suggest::did_you_mean;
+use crate::suggest::{did_you_mean, did_you_mean_or_longer};
 use crate::units::{self, Dimension};
 
 /// The largest count any field accepts.
@@ -139,7 +139,13 @@ impl Ctx<'_> {
         for entry in &block.entries {
             let key = entry.key();
             let Some(spec) = schema.field(&key.name) else {
-                let suggestion = did_you_mean(&key.name, schema.fields.iter().map(|f| f.name));
+                // A field the block already sets is no fix for a misspelt one: it would be set
+                // twice. An override (another file) replaces the field it names, so it may.
+                let written = |name: &str| {
+                    block.entries.iter().any(|e| e.key().name == name && e.key().span.file == key.span.file)
+                };
+                let unwritten = schema.fields.iter().map(|f| f.name).filter(|f| !written(f));
+                let suggestion = did_you_mean_or_longer(&key.name, unwritten);
                 self.error(Error::Field(FieldError::UnknownField {
                     span: key.span,
                     field: key.name.clone(),
@@ -289,6 +295,11 @@ impl Ctx<'_> {
     pub fn count(&mut self, span: Span, q: &ast::Quantity, min: u64) -> Option<u64> {
         self.unitless(span, q)?;
         // 2^32 is past every real cluster, model and batch, and keeps products of counts exact.
+        if q.value.fract() != 0.0 && q.value.abs() <= MAX_COUNT as f64 {
+            let near = ((q.value.floor() as u64).max(min), (q.value.ceil() as u64).max(min));
+            self.error(Error::Field(FieldError::NotWhole { span, written: q.digits.clone(), near }));
+            return None;
+        }
         if q.value.fract() != 0.0 || q.value < min as f64 || q.value > MAX_COUNT as f64 {
             let requirement = if min == 0 { "a whole number up to 2^32" } else { "a whole number from 1 to 2^32" };
             self.error(Error::Field(FieldError::OutOfRange {
