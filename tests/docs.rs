@@ -15,7 +15,9 @@
 //! (`stderr:` instead of `output:` quotes the diagnostics), and a picture as
 //! `<!-- figure docs/x.svg: mpipec sweep … -o OUT; OUT/sweep.svg -->`. `OUT` stands for a fresh
 //! directory. `MPIPEC_BLESS=1 cargo test --test docs` rewrites every block and picture from
-//! its command; without it any difference fails, naming the command.
+//! its command; without it any difference fails, naming the command. A block after
+//! `<!-- excerpt: COMMAND; OUT/FILE -->` quotes a few lines of a file the command writes; it
+//! is checked, never rewritten.
 
 mod common;
 
@@ -61,6 +63,18 @@ fn shown(command: &str) -> String {
     words.join(" ")
 }
 
+/// Checks an `excerpt: COMMAND; OUT/FILE` marker: the block after it is a run of lines of
+/// the file the command writes. Such a block is not regenerated; a stale one fails, naming
+/// the command.
+fn check_excerpt<'a>(rest: &str, mut after: impl Iterator<Item = &'a str>, scratch: &Path) {
+    let (command, file) = rest.trim_start_matches(": ").rsplit_once("; ").expect("`excerpt: COMMAND; OUT/FILE`");
+    let (_, _, dir) = run(command, scratch);
+    let written = std::fs::read_to_string(dir.join(file.trim_start_matches("OUT/")))
+        .unwrap_or_else(|e| panic!("`{command}` wrote no {file}: {e}"));
+    let block: String = after.by_ref().skip(1).take_while(|l| l.trim() != "```").collect();
+    assert!(!block.is_empty() && written.contains(&block), "`{command}` writes no {file} with these lines:\n{block}");
+}
+
 /// The document with every marked block regenerated, and the pictures each marker names with
 /// what their commands write now.
 fn regenerate(text: &str, scratch: &Path) -> (String, Vec<(PathBuf, String, String)>) {
@@ -78,6 +92,10 @@ fn regenerate(text: &str, scratch: &Path) -> (String, Vec<(PathBuf, String, Stri
             let written = std::fs::read_to_string(dir.join(file.trim_start_matches("OUT/")))
                 .unwrap_or_else(|e| panic!("`{command}` wrote no {file}: {e}"));
             pictures.push((common::root().join(path), written, command.to_string()));
+            continue;
+        }
+        if let Some(rest) = marker.strip_prefix("excerpt") {
+            check_excerpt(rest, lines.clone(), scratch);
             continue;
         }
         let (stream, command) = match marker.split_once(": ") {

@@ -198,7 +198,7 @@ impl Ctx<'_> {
         fields
     }
 
-    fn value(&mut self, module: usize, value: &ast::Value, ty: Ty, field: &str) -> Option<Val> {
+    fn value(&mut self, module: usize, value: &ast::Value, ty: Ty, field: &'static str) -> Option<Val> {
         let wrong = |expected: String| {
             Error::Field(FieldError::WrongType { span: value.span, expected, found: describe(value), defined_at: None })
         };
@@ -261,7 +261,7 @@ impl Ctx<'_> {
                 }
             },
             (Ty::Ref(kinds), ValueKind::Name(n)) => self.reference(module, n, kinds).map(Val::Ref),
-            (Ty::Path, ValueKind::String(path)) => self.read_file(module, value.span, path),
+            (Ty::Path, ValueKind::String(path)) => self.read_file(module, value.span, field, path),
             (ty, _) => {
                 self.error(wrong(ty.describe()));
                 None
@@ -339,7 +339,7 @@ impl Ctx<'_> {
     }
 
     /// A data file named relative to the module's file, read through the loader.
-    fn read_file(&mut self, module: usize, span: Span, path: &str) -> Option<Val> {
+    fn read_file(&mut self, module: usize, span: Span, field: &'static str, path: &str) -> Option<Val> {
         let loader = self.loader?;
         let from = self.program.modules[module].key.clone();
         let resolved = match loader.resolve(&from, path) {
@@ -349,14 +349,21 @@ impl Ctx<'_> {
                 return None;
             }
             Err(crate::resolve::loader::ResolveError::NotFound(reason)) => {
-                self.error(Error::Import(ImportError::FileNotFound { span, path: path.into(), reason }));
+                self.error(Error::Import(ImportError::DataFileNotFound { span, field, path: path.into(), reason }));
                 return None;
             }
         };
-        match loader.read(&resolved.key).map(|b| String::from_utf8_lossy(&b).into_owned()) {
-            Ok(text) => Some(Val::File(resolved.display, text)),
+        let bytes = match loader.read(&resolved.key) {
+            Ok(bytes) => bytes,
             Err(reason) => {
-                self.error(Error::Import(ImportError::FileNotFound { span, path: path.into(), reason }));
+                self.error(Error::Import(ImportError::DataFileNotFound { span, field, path: path.into(), reason }));
+                return None;
+            }
+        };
+        match String::from_utf8(bytes).ok().filter(|text| !text.contains('\0')) {
+            Some(text) => Some(Val::File(resolved.display, text)),
+            None => {
+                self.error(Error::Import(ImportError::DataFileNotText { span, field, path: path.into() }));
                 None
             }
         }

@@ -17,6 +17,20 @@ pub enum ImportError {
         path: String,
         reason: String,
     },
+    /// A data file a field names (`image_histogram`), not found or unreadable; `span` is the
+    /// field's value.
+    DataFileNotFound {
+        span: Span,
+        field: &'static str,
+        path: String,
+        reason: String,
+    },
+    /// A data file whose bytes are not text (not UTF-8, or with NUL bytes).
+    DataFileNotText {
+        span: Span,
+        field: &'static str,
+        path: String,
+    },
     ImportCycle {
         span: Span,
         chain: Vec<String>,
@@ -71,6 +85,16 @@ impl ImportError {
             FileNotFound { span, path, reason } => d(Code::E0102, format!("cannot read imported file `{path}`"))
                 .primary(*span, reason.clone())
                 .help("paths in `use \"…\"` are relative to the file that contains the `use`"),
+            DataFileNotFound { span, field, path, reason } => {
+                d(Code::E0102, format!("cannot read `{path}`, the `{field}` of this plan"))
+                    .primary(*span, reason.clone())
+                    .help(format!(
+                        "`{field}` names a file relative to the file that names it; check the path, or remove `{field}`"
+                    ))
+            }
+            DataFileNotText { span, field, path } => d(Code::E0002, format!("`{path}` is not a text file"))
+                .primary(*span, "this file holds bytes that are not UTF-8 text")
+                .help(format!("`{field}` names a text file of `tokens,weight` lines, such as `1024,0.5`")),
             ImportCycle { span, chain } => d(Code::E0103, "import cycle")
                 .primary(*span, "this import closes the cycle")
                 .note(format!("cycle: {}", chain.join(" -> ")))
