@@ -510,6 +510,38 @@ fn sim_ir_gives_the_report_and_the_plan_in_one_run() {
     assert_eq!(o.status.code(), Some(2), "--ir needs --json");
 }
 
+/// `sim --samples N --compare` runs every baseline of `--compare` on the same drawn batches,
+/// each as one static schedule; the plan's own row is what `--samples` alone reports.
+#[test]
+fn sim_samples_report_every_baseline_on_the_same_batches() {
+    let plan = "examples/vlm_zero_bubble.mpipe";
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let o = mpipec(&[&["sim", plan, "--json", "--samples", "6", "--seed", "3"], extra].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let alone = run(&[]);
+    let both = run(&["--compare"]);
+    let names: Vec<&str> = both["compare"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let sampled: Vec<&str> =
+        both["samples"]["compare"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(sampled, names);
+    assert!(alone["samples"].get("compare").is_none());
+    for key in ["samples", "mean_s", "p50_s", "p95_s", "max_s"] {
+        assert_eq!(alone["samples"][key], both["samples"][key], "{key}");
+    }
+    for b in both["samples"]["compare"].as_array().unwrap() {
+        let at = |k: &str| b[k].as_f64().unwrap();
+        assert!(at("p50_s") <= at("p95_s") && at("p95_s") <= at("max_s") && b["samples"] == 6, "{b}");
+    }
+    assert!(both["samples"]["derive_s"].as_f64().unwrap() > 0.0);
+    let table = stdout(&mpipec(&["sim", plan, "--samples", "4", "--compare"]));
+    for name in names {
+        assert!(table.lines().any(|l| l.trim_start().starts_with(name) && l.ends_with('x')), "{name}: {table}");
+    }
+    assert!(table.contains("deriving a plan for one batch takes"), "{table}");
+}
+
 /// A plan path of `-` reads standard input: the same plan as from its file, diagnostics naming
 /// `<stdin>`, and `use "…"` paths resolved against the working directory.
 #[test]
