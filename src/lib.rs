@@ -7,6 +7,7 @@ pub mod algebra;
 pub mod ast;
 pub mod backend;
 pub mod bench;
+pub mod built;
 pub mod catalog;
 pub mod check;
 pub mod cost;
@@ -51,19 +52,9 @@ pub fn all_diagnostics(compiled: &Compiled) -> Vec<Diagnostic> {
 /// answer it would throw away.
 pub fn build_diagnostics(compiled: &Compiled, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
     let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
-    if !wanted() {
-        return None;
+    let requests = backend::requests(plan, &[], false).unwrap_or_default();
+    match driver::produce(plan, &requests, driver::Make::Diagnostics, wanted) {
+        Ok(products) => Some(products?.diagnostics()),
+        Err(_) => Some(Vec::new()),
     }
-    let Ok(built) = driver::build(plan) else { return Some(Vec::new()) };
-    if !wanted() {
-        return None;
-    }
-    let mut all = built.diagnostics();
-    for request in backend::requests(plan, &[], false).unwrap_or_default() {
-        if !wanted() {
-            return None;
-        }
-        all.extend(backend::diagnostics(request, &built));
-    }
-    Some(all)
 }

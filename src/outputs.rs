@@ -3,7 +3,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use crate::driver::Built;
+use crate::built::Built;
 use crate::ir::{compact, csv, text};
 use crate::sim::timeline;
 

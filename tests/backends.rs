@@ -21,7 +21,7 @@ use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
 use mpipe::derive::Derived;
 use mpipe::derive::skeletons::rank_of;
-use mpipe::driver::Built;
+use mpipe::driver::{Answer, Make};
 use mpipe::outputs::Artifact;
 use mpipe::plan::Plan;
 use serde_json::{Value, json};
@@ -50,42 +50,29 @@ fn sources() -> Vec<Source> {
     out
 }
 
-/// The plan `target` runs for `source` with `nearest`: `None` for the plan as written.
-fn nearest(source: &Source, written: &Built, target: Target) -> Option<Plan> {
-    match verdict(Request { target, nearest: true, span: None }, written) {
-        Verdict::AsWritten => None,
-        Verdict::Nearest { plan, .. } => Some(*plan),
-        Verdict::Impossible(d) => panic!("{} for {}: {:?}", source.key, target.name(), d),
+/// What each of `targets` emits for `source` with `nearest`, through the driver as `mpipec
+/// build --target … --nearest` runs it: the plan as written built once for all of them (its
+/// search is what costs, on the large examples).
+fn answers(source: &Source, targets: &[Target]) -> Vec<Answer> {
+    let requests: Vec<Request> = targets.iter().map(|&target| Request { target, nearest: true, span: None }).collect();
+    let products = mpipe::driver::produce(&source.plan, &requests, Make::Files, &|| true).unwrap().unwrap();
+    for answer in &products.answers {
+        assert!(!answer.refused, "{} for {}: {:?}", source.key, answer.target.name(), answer.diagnostics);
     }
+    products.answers
 }
 
-/// What `target` emits for `source`, given the plan as written derived, and the plan it runs
-/// with its derivation where that is the nearest plan instead.
-fn emit(source: &Source, written: &Built, target: Target) -> (Vec<Artifact>, Option<(Plan, Derived)>) {
-    let Some(plan) = nearest(source, written, target) else {
-        return (mpipe::backend::artifacts(target, written), None);
-    };
-    let (artifacts, derived) = {
-        let built = mpipe::driver::build(&plan).unwrap();
-        (mpipe::backend::artifacts(target, &built), built.derived)
-    };
-    (artifacts, Some((plan, derived)))
-}
-
-/// What `target` emits for `source` with `nearest`, and the plan it runs.
+/// What `target` emits for `source` with `nearest`, the plan it runs, and that plan derived.
 fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
-    let written = mpipe::driver::build(&source.plan).unwrap();
-    match emit(source, &written, target) {
-        (artifacts, Some((plan, derived))) => (artifacts, plan, derived),
-        (artifacts, None) => (artifacts, source.plan.clone(), written.derived),
-    }
+    let answer = answers(source, &[target]).remove(0);
+    let plan = answer.nearest.map_or_else(|| source.plan.clone(), |p| *p);
+    let derived = mpipe::driver::build(&plan).unwrap().derived;
+    (answer.artifacts, plan, derived)
 }
 
-/// What every target emits for `source`, the plan as written derived once for all of them
-/// (its search is what costs, on the large examples).
+/// What every target emits for `source`.
 fn emitted_by_each(source: &Source) -> Vec<(Target, Vec<Artifact>)> {
-    let written = mpipe::driver::build(&source.plan).unwrap();
-    TARGETS.into_iter().map(|target| (target, emit(source, &written, target).0)).collect()
+    answers(source, &TARGETS).into_iter().map(|a| (a.target, a.artifacts)).collect()
 }
 
 fn stem(key: &str) -> String {

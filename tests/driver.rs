@@ -4,6 +4,7 @@
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
 use mpipe::diagnostics::Code;
+use mpipe::driver::Make;
 use mpipe::resolve::loader::MemoryLoader;
 
 fn example(name: &str) -> Vec<u8> {
@@ -66,10 +67,12 @@ fn a_backend_answers_from_the_built_plan() {
         }
         _ => panic!("megatron runs the nearest interleaved plan"),
     }
-    let emitted = mpipe::backend::emit(Request { target: Target::Megatron, nearest: true, span: None }, &built)
-        .unwrap_or_else(|d| panic!("{d:?}"));
-    assert_eq!(emitted.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
-    assert!(!emitted.artifacts.is_empty());
+    let megatron = [Request { target: Target::Megatron, nearest: true, span: None }];
+    let products = mpipe::driver::produce(&plan, &megatron, Make::Files, &|| true).unwrap().unwrap();
+    let answer = &products.answers[0];
+    assert_eq!(answer.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
+    assert!(!answer.refused && !answer.artifacts.is_empty());
+    assert_eq!(answer.nearest.as_ref().unwrap().schedule[0].skeleton.to_string(), "interleaved(2)");
 }
 
 #[test]

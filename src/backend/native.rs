@@ -9,9 +9,9 @@
 
 use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
+use crate::built::Built;
 use crate::derive::{Derived, folded};
 use crate::diagnostics::Diagnostic;
-use crate::driver::Built;
 use crate::error::{BackendError, Error};
 use crate::plan::Plan;
 use crate::span::Span;
@@ -32,6 +32,13 @@ pub enum Verdict {
     AsWritten,
     Nearest { plan: Box<Plan>, changes: Vec<Change> },
     Impossible(Diagnostic),
+}
+
+/// The diagnostic refusing `request` when its nearest plan fails validation: a compiler bug.
+pub fn invalid_nearest(request: Request, span: Span, problems: &[String]) -> Diagnostic {
+    let reason = format!("internal error: its nearest plan fails validation: {}", problems.join("; "));
+    let help = format!("this is a bug in mpipec {}; build for `torch` meanwhile", super::VERSION);
+    Refusal { span, reason, help }.diagnostic(request)
 }
 
 /// Why a target cannot run a plan, said at the construct it cannot run.
