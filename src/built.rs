@@ -4,7 +4,8 @@
 use std::sync::OnceLock;
 
 use crate::cost::model::CostModel;
-use crate::derive::{self, Derived};
+use crate::derive::resolved::Resolved;
+use crate::derive::{self, Derived, choose};
 use crate::diagnostics::Diagnostic;
 use crate::error::{Error, Warning};
 use crate::ir::{text, validate};
@@ -18,25 +19,33 @@ pub struct InvalidPlan {
     pub dump: String,
 }
 
-/// A checked plan built once: its cost model, and its per-rank lists derived with that model
-/// and validated. The simulation is run the first time it is asked for and kept, so the
+/// A checked plan built once: its cost model, the plan resolved with that model (the plan as
+/// written and every choice derive made), and its per-rank lists lowered from it and
+/// validated. The simulation is run the first time it is asked for and kept, so the
 /// CLI, the backends and the diagnostics share one.
 pub struct Built<'p> {
-    pub plan: &'p Plan,
+    pub resolved: Resolved<'p>,
     pub costs: CostModel<'p>,
     pub derived: Derived,
     simulation: OnceLock<Simulation>,
 }
 
-/// Derives `plan` with its cost model and validates the lists.
+/// Chooses what `plan` leaves open with its cost model, lowers the resolved plan and validates
+/// the lists.
 pub fn build(plan: &Plan) -> Result<Built<'_>, InvalidPlan> {
     let costs = CostModel::new(plan);
-    let derived = derive::derive(plan, &costs);
+    let resolved = choose::choose(plan, &costs);
+    let derived = derive::lower(&resolved, &costs);
     validate::validate(&derived.ir).map_err(|problems| InvalidPlan { problems, dump: text::render(&derived.ir) })?;
-    Ok(Built { plan, costs, derived, simulation: OnceLock::new() })
+    Ok(Built { resolved, costs, derived, simulation: OnceLock::new() })
 }
 
-impl Built<'_> {
+impl<'p> Built<'p> {
+    /// The plan as written.
+    pub fn plan(&self) -> &'p Plan {
+        self.resolved.plan
+    }
+
     /// The lists simulated with the cost model they were derived with.
     pub fn evaluate(&self) -> &Simulation {
         self.simulation.get_or_init(|| report::simulate(&self.derived, &self.costs))
@@ -51,7 +60,7 @@ impl Built<'_> {
 
     /// What the simulation has to say to the user: ranks that exceed their device's memory.
     pub fn diagnostics(&self) -> Vec<Diagnostic> {
-        let hardware = &self.plan.cluster.hardware;
+        let hardware = &self.plan().cluster.hardware;
         self.evaluate()
             .report
             .over_memory

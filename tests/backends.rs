@@ -19,7 +19,6 @@ use std::process::Command;
 use mpipe::backend::layout::{self, BodyStages};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
-use mpipe::derive::Derived;
 use mpipe::derive::skeletons::rank_of;
 use mpipe::driver::{Answer, Make};
 use mpipe::outputs::Artifact;
@@ -62,12 +61,10 @@ fn answers(source: &Source, targets: &[Target]) -> Vec<Answer> {
     products.answers
 }
 
-/// What `target` emits for `source` with `nearest`, the plan it runs, and that plan derived.
-fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
+/// What `target` emits for `source` with `nearest`, and the plan it runs.
+fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan) {
     let answer = answers(source, &[target]).remove(0);
-    let plan = answer.nearest.map_or_else(|| source.plan.clone(), |p| *p);
-    let derived = mpipe::driver::build(&plan).unwrap().derived;
-    (answer.artifacts, plan, derived)
+    (answer.artifacts, answer.nearest.map_or_else(|| source.plan.clone(), |p| *p))
 }
 
 /// What every target emits for `source`.
@@ -128,14 +125,15 @@ fn emission_is_deterministic() {
 fn write_all(dir: &Path, target: Target) -> Vec<Value> {
     let mut cases = Vec::new();
     for source in sources() {
-        let (artifacts, plan, derived) = emitted(&source, target);
+        let (artifacts, plan) = emitted(&source, target);
+        let built = mpipe::driver::build(&plan).unwrap();
         let root = dir.join(stem(&source.key));
         for a in &artifacts {
             let path = root.join(&a.path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &a.contents).unwrap();
         }
-        let body = BodyStages::of(&plan, &derived);
+        let body = BodyStages::of(&built.resolved, &built.derived.ir);
         let at = |file: &str| root.join(target.name()).join(file).to_string_lossy().into_owned();
         let mut ranks = Vec::new();
         for (b, &n) in body.decoder.iter().enumerate() {
@@ -163,8 +161,8 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
             "frozen_encoder": encoder.is_some_and(|(p, _)| p.frozen),
             "trainable_encoder": encoder.is_some_and(|(p, _)| !p.frozen),
             "frozen_decoder": layout::decoder(&plan).is_some_and(|(p, _)| p.frozen),
-            "transpose": derived.placement.encoder.is_some(),
-            "scheduler": match derived.placement.body.skeleton.name() {
+            "transpose": built.resolved.choices.encoder.is_some(),
+            "scheduler": match built.resolved.body().0.name() {
                 "gpipe" => "gpipe",
                 "zbv" => "zero_bubble_v",
                 _ => "1f1b",

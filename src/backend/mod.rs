@@ -85,12 +85,12 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
 
 /// The files of `target` for a plan it runs as written.
 pub fn artifacts(target: Target, built: &Built) -> Vec<Artifact> {
-    let (plan, derived) = (built.plan, &built.derived);
+    let (resolved, ir) = (&built.resolved, &built.derived.ir);
     match target {
-        Target::Torch => torch::artifacts(plan, &derived.ir),
-        Target::Megatron => megatron::artifacts(plan, derived),
-        Target::MindFormers => mindformers::artifacts(plan, derived),
-        Target::MindSpeedMm => mindspeed_mm::artifacts(plan, derived),
-        Target::HyperParallel => hyperparallel::artifacts(plan, derived),
+        Target::Torch => torch::artifacts(resolved.plan, ir),
+        Target::Megatron => megatron::artifacts(resolved, ir),
+        Target::MindFormers => mindformers::artifacts(resolved, ir),
+        Target::MindSpeedMm => mindspeed_mm::artifacts(resolved, ir),
+        Target::HyperParallel => hyperparallel::artifacts(resolved, ir),
     }
 }
