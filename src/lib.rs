@@ -3,6 +3,7 @@
 //! by [`driver`], with every problem reported as an [`error::Error`] and rendered by
 //! [`diagnostics`].
 
+pub mod adaptive;
 pub mod algebra;
 pub mod ast;
 pub mod backend;

@@ -8,6 +8,9 @@ pub enum OwnerSpec {
     RoundRobin,
     /// One rank per microbatch, as written.
     Explicit(Vec<u64>),
+    /// `ByMicrobatch` for the static plan, placed again for each batch from that batch's image
+    /// tokens (`crate::adaptive`).
+    Adaptive,
 }
 
-pub const STRATEGIES: &[&str] = &["by_microbatch", "round_robin"];
+pub const STRATEGIES: &[&str] = &["by_microbatch", "round_robin", "adaptive"];

@@ -252,6 +252,7 @@ impl Ctx<'_> {
             ValueKind::Name(n) => match n.name.as_str() {
                 "by_microbatch" => Some(OwnerSpec::ByMicrobatch),
                 "round_robin" => Some(OwnerSpec::RoundRobin),
+                "adaptive" => Some(OwnerSpec::Adaptive),
                 other => {
                     let choices = crate::algebra::owner::STRATEGIES;
                     let suggestion = did_you_mean(other, choices.iter().copied());

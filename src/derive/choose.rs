@@ -57,7 +57,7 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choices) -> (Skeleton, C
         (Chunks::Auto, Fill::Prefix) => vec![1],
         (Chunks::Auto, Fill::Slack) => chunk_candidates(layers),
     };
-    let by_microbatch = plan.owner.as_ref().is_none_or(|o| *o == OwnerSpec::ByMicrobatch);
+    let by_microbatch = plan.owner.as_ref().is_none_or(|o| matches!(o, OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive));
     let mut forms: Vec<(Skeleton, Option<OwnerSpec>, u32)> = counts.iter().map(|&n| (written, None, n)).collect();
     if by_microbatch && fill == Fill::Slack {
         forms.extend(counts.iter().map(|&n| (written, Some(OwnerSpec::RoundRobin), n)));

@@ -78,7 +78,7 @@ pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Sche
     let fixed: Option<Vec<u32>> = match spec {
         OwnerSpec::RoundRobin => Some(jobs.iter().map(|j| (j.mb + j.part) % ranks).collect()),
         OwnerSpec::Explicit(list) => Some(jobs.iter().map(|j| (list[j.mb as usize] as u32 + j.part) % ranks).collect()),
-        OwnerSpec::ByMicrobatch => None,
+        OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive => None,
     };
     let mut unbounded = usize::MAX;
     let greedy = least_delay(windows, jobs, fixed.as_deref(), &mut unbounded);

@@ -100,6 +100,7 @@ fn owner_name(owner: &OwnerSpec) -> String {
     match owner {
         OwnerSpec::ByMicrobatch => "by_microbatch".into(),
         OwnerSpec::RoundRobin => "round_robin".into(),
+        OwnerSpec::Adaptive => "adaptive".into(),
         OwnerSpec::Explicit(list) => format!("[{}]", list.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
     }
 }

@@ -134,6 +134,7 @@ pub fn hover(
         Target::Owner(name) => match name.as_str() {
             "by_microbatch" => "**by_microbatch** — owner map\n\nEach microbatch's encode on the rank where it is least exposed: slot by slot into warmup slack, balanced against each rank's slack by the cost model; the fastest of the greedy min-max map and the round-robin maps on the simulated step.".to_string(),
             "round_robin" => "**round_robin** — owner map\n\nMicrobatch m on rank m mod P (what public HyperParallel code ships).".to_string(),
+            "adaptive" => "**adaptive** — owner map\n\nDerived as `by_microbatch` once, then placed again for each batch from its own image tokens (the body, its stages and order kept); a batch runs whichever of the two simulates faster, and the static plan when its own would not fit.".to_string(),
             _ => return None,
         },
         Target::Field { schema, key } => {

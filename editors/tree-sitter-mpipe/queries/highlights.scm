@@ -112,12 +112,12 @@
 (owner_statement
   owner: (identifier) @constant.builtin
   (#any-of? @constant.builtin
-    "by_microbatch" "round_robin"))
+    "by_microbatch" "round_robin" "adaptive"))
 
 (owner_statement
   owner: (identifier) @constant
   (#not-any-of? @constant
-    "by_microbatch" "round_robin"))
+    "by_microbatch" "round_robin" "adaptive"))
 
 ((target_name) @constant.builtin
   (#any-of? @constant.builtin

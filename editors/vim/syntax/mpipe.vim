@@ -67,7 +67,7 @@ syn region  mpipeArgs          matchgroup=mpipeParen start=/(/ end=/)/ contains=
 syn match   mpipeParam         contained /\<\h\w*\>\ze\s*==\@!/
 syn keyword mpipeOption        contained slack prefix
 " owner and target
-syn keyword mpipeOwner         by_microbatch round_robin
+syn keyword mpipeOwner         by_microbatch round_robin adaptive
 syn match   mpipeTarget        /\<\%(torch\|megatron\|mindformers\|mindspeed-mm\|hyperparallel\)\>[-]\@!/
 
 syn match   mpipeComma         contained /,/

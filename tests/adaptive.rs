@@ -1,0 +1,125 @@
+//! `owner adaptive`: a plan placed again for each batch's image tokens is never slower than the
+//! static plan on any batch, its step is what the interpreter times, and on mixes bounded by
+//! the plan's `image_tokens` it gains what it gains (printed with `--nocapture`).
+
+mod common;
+
+use mpipe::adaptive::{self, Fallback};
+use mpipe::algebra::OwnerSpec;
+use mpipe::cost::model::CostModel;
+use mpipe::explore::samples;
+use mpipe::plan::Plan;
+
+fn example(name: &str, owner: &str) -> Plan {
+    let key = format!("examples/{name}");
+    let text = std::fs::read_to_string(common::root().join(&key))
+        .unwrap()
+        .replace("owner by_microbatch;", &format!("owner {owner};"));
+    let loader = common::repo_loader(&["examples"]);
+    let compiled = mpipe::driver::compile(&key, &key, text.into_bytes(), &loader);
+    compiled.plan.unwrap_or_else(|| panic!("{:?}", compiled.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()))
+}
+
+fn mix(plan: &Plan, histogram: &[(u64, f64)]) -> Plan {
+    let mut p = plan.clone();
+    p.batch.histogram = histogram.to_vec();
+    p
+}
+
+#[test]
+fn the_language_takes_owner_adaptive_and_derives_the_static_plan_as_by_microbatch() {
+    let adaptive = example("paper_small.mpipe", "adaptive");
+    assert_eq!(adaptive.owner, Some(OwnerSpec::Adaptive));
+    let by_microbatch = example("paper_small.mpipe", "by_microbatch");
+    let a = mpipe::driver::build(&adaptive).unwrap();
+    let b = mpipe::driver::build(&by_microbatch).unwrap();
+    assert_eq!(a.derived.ir.ranks, b.derived.ir.ranks);
+    assert!(a.resolved.describe().iter().any(|l| l.ends_with("owner: adaptive")), "{:?}", a.resolved.describe());
+}
+
+#[test]
+fn adaptive_is_never_slower_than_static_and_its_step_is_what_the_interpreter_times() {
+    let plan = mix(&example("paper_small.mpipe", "adaptive"), &[(32768, 2.0), (16384, 3.0), (4096, 3.0), (0, 1.0)]);
+    let built = mpipe::driver::build(&plan).unwrap();
+    let mut placed = 0;
+    for tokens in samples::draw(&plan, 12, 7) {
+        let batch = adaptive::for_batch(&built, &tokens);
+        assert!(batch.step_s() <= batch.static_s, "{tokens:?}: {} > {}", batch.step_s(), batch.static_s);
+        let p = adaptive::batch_of(&plan, &tokens);
+        let model = CostModel::new(&p);
+        assert_eq!(batch.static_s, adaptive::makespan(&built.derived, &model));
+        match (&batch.derived, &batch.fallback) {
+            (Some(derived), None) => {
+                placed += 1;
+                assert!(mpipe::ir::validate::validate(&derived.ir).is_ok());
+                assert_eq!(adaptive::makespan(derived, &model), batch.step_s());
+                let simulated = mpipe::sim::report::simulate(derived, &model).report;
+                assert_eq!(simulated.step_time_s, batch.step_s());
+                // What does not depend on image sizes stays: stages, their ranks, the body.
+                assert_eq!(derived.ir.stages, built.derived.ir.stages);
+                let body = |ir: &mpipe::ir::PlanIr| -> Vec<Vec<_>> {
+                    let first = built.derived.ir.stages.iter().find(|s| s.rank.is_some()).unwrap().id;
+                    ir.ranks
+                        .iter()
+                        .map(|r| {
+                            r.instructions
+                                .iter()
+                                .filter(|i| i.op.is_compute() && i.stage.is_some_and(|s| s >= first))
+                                .map(|i| (i.op, i.stage, i.mb))
+                                .collect()
+                        })
+                        .collect()
+                };
+                assert_eq!(body(&derived.ir), body(&built.derived.ir));
+            }
+            (None, Some(Fallback::NotFaster)) => assert!(batch.adaptive_s.unwrap() >= batch.static_s),
+            other => panic!("{tokens:?}: {:?}", other.1),
+        }
+    }
+    assert!(placed > 0, "no sampled batch ran its own plan");
+}
+
+#[test]
+fn a_batch_over_device_memory_runs_the_static_plan() {
+    let mut plan = example("paper_small.mpipe", "adaptive");
+    // A device that holds less than the weights: no per-batch plan fits.
+    plan.cluster.hardware.hbm_bytes = 1e9;
+    let built = mpipe::driver::build(&plan).unwrap();
+    let tokens: Vec<u64> = (0..plan.batch.microbatches).map(|mb| if mb % 2 == 0 { 32768 } else { 0 }).collect();
+    let batch = adaptive::for_batch(&built, &tokens);
+    assert!(matches!(batch.fallback, Some(Fallback::OverMemory(_))), "{:?}", batch.fallback);
+    assert!(batch.derived.is_none());
+    assert_eq!(batch.step_s(), batch.static_s);
+}
+
+/// The held-out mixes of issue 25's table: the static plan against the plan for each batch, mean
+/// step over the same sampled batches.
+fn gain(name: &str, histogram: &[(u64, f64)], samples: usize) -> f64 {
+    let plan = mix(&example(name, "adaptive"), histogram);
+    let built = mpipe::driver::build(&plan).unwrap();
+    let (mut fixed, mut placed) = (0.0, 0.0);
+    for tokens in samples::draw(&plan, samples, 25) {
+        let batch = adaptive::for_batch(&built, &tokens);
+        assert!(batch.step_s() <= batch.static_s);
+        fixed += batch.static_s;
+        placed += batch.step_s();
+    }
+    let gain = fixed / placed;
+    println!(
+        "{name} {histogram:?}: static {:.3} s, adaptive {:.3} s, {gain:.4}x",
+        fixed / samples as f64,
+        placed / samples as f64
+    );
+    gain
+}
+
+#[test]
+fn held_out_mixes_gain() {
+    let small = [
+        gain("paper_small.mpipe", &[(32768, 3.0), (24576, 3.0), (16384, 2.0), (8192, 1.0), (0, 1.0)], 16),
+        gain("paper_small.mpipe", &[(32768, 4.0), (16384, 2.0), (8192, 2.0), (4096, 1.0), (0, 3.0)], 16),
+    ];
+    let mean = small.iter().sum::<f64>() / small.len() as f64;
+    println!("paper_small mean gain {mean:.4}x");
+    assert!(mean >= 1.0);
+}
