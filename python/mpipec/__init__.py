@@ -1,0 +1,1 @@
+"""mpipec: compile Mpipe pipeline plans (the `mpipec` command) and run them with torch (mpipec.torch)."""
