@@ -45,6 +45,10 @@ IMAGE = "<image>"
 SHOWN = 20
 
 
+def plural(n, noun):
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 class DataError(ValueError):
     """Problems with the training data, one `FILE:LINE: what` each."""
 
@@ -157,7 +161,7 @@ class Tokens:
             labels += piece if trained else [IGNORE] * len(piece)
         placeholder = self.family.image_token_id
         if ids.count(placeholder) != len(image_tokens):
-            raise ValueError(f"the chat template wrote {ids.count(placeholder)} image placeholders for {len(image_tokens)} images")
+            raise ValueError(f"the chat template wrote {plural(ids.count(placeholder), 'image placeholder')} for {plural(len(image_tokens), 'image')}")
         counts = iter(image_tokens)
         expanded, expanded_labels = [], []
         for token, label in zip(ids, labels):
@@ -205,7 +209,9 @@ def sample(record, folder, tokens, seq_len):
     paths = image_paths(record, folder)
     placeholders = sum(m["content"].count({"type": "image"}) for m in messages)
     if placeholders != len(paths) or not paths:
-        raise ValueError(f"{len(paths)} images and {placeholders} `<image>` in the text; a sample needs at least one image and one `<image>` for each")
+        raise ValueError(
+            f"{plural(len(paths), 'image')} and {placeholders} `<image>` in the text; a sample needs at least one image and one `<image>` for each"
+        )
     sizes = []
     for p in paths:
         if not os.path.isfile(p):
@@ -218,7 +224,7 @@ def sample(record, folder, tokens, seq_len):
     counts = [tokens.family.image_tokens(s) for s in sizes]
     ids, labels = tokens.encode(messages, counts)
     if len(ids) > seq_len:
-        raise ValueError(f"{len(ids)} tokens ({sum(counts)} of them for its {len(counts)} images), more than the plan's seq_len = {seq_len}")
+        raise ValueError(f"{len(ids)} tokens ({sum(counts)} of them for its {plural(len(counts), 'image')}), more than the plan's seq_len = {seq_len}")
     return Sample(where="", input_ids=ids, labels=labels, images=paths)
 
 
