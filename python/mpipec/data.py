@@ -242,7 +242,7 @@ def read(path, tokens, seq_len, images=None):
                 continue
             where = f"{path}:{number}"
             try:
-                record = json.loads(line)
+                record = json.loads(line.rstrip())
             except json.JSONDecodeError as e:
                 problems.append(f"{where}: not JSON ({e.msg} at column {e.colno})")
                 continue

@@ -95,10 +95,10 @@ class Run:
         self.world = len(self.plan["rank_map"])
 
 
-def load_model(model_dir, run):
-    """The model directory's model in fp32, and the hf adapter's description of it; ValueError
-    when its layers are not the plan's."""
-    from transformers import AutoConfig, AutoModelForImageTextToText
+def describe(model_dir, run):
+    """The hf adapter's description of the model directory's model (its config only);
+    ValueError when its layers are not the plan's."""
+    from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(model_dir)
     if config.model_type == "qwen2_5_vl":
@@ -114,8 +114,14 @@ def load_model(model_dir, run):
             f"{model_dir}: the model has {vision} vision blocks and {text} decoder layers; the plan's model has "
             f"{encoder} encoder layers and {len(run.kinds) - encoder} decoder layers"
         )
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
-    return model, {"family": config.model_type, "vision_layers": vision, "text_layers": text, "kinds": run.kinds}
+    return {"family": config.model_type, "vision_layers": vision, "text_layers": text, "kinds": run.kinds}
+
+
+def load_model(model_dir):
+    """The model directory's model, in fp32."""
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
 
 
 def stages(model, adapter, plan, ids):
@@ -350,11 +356,11 @@ def prepare(a):
         a.precision = "fp32"
     if a.resume and not os.path.isdir(a.resume):
         raise ValueError(f"--resume {a.resume}: no such checkpoint directory")
-    model, adapter = load_model(a.model, run)
+    adapter = describe(a.model, run)
     tokens = data.Tokens(a.model)
     samples = data.read(a.data, tokens, run.seq_len, a.images)
     batches = data.Batches(samples, tokens, run.m * run.dp, run.micro_batch_size, a.seed)
-    return run, model, adapter, batches
+    return run, load_model(a.model), adapter, batches
 
 
 def main(argv=None):
