@@ -1,21 +1,30 @@
-"""mpipec.data against what the families' own code makes of the same samples.
+"""mpipec.data against what the families' own code makes of the same samples, on the tiny
+models tiny_vlm.py writes (into a temporary directory, once for the module).
 
-    python test_data.py QWEN_FIXTURE LLAVA_FIXTURE
-
-(each a directory tiny_vlm.py wrote) runs under unittest; tests/train.rs runs it.
+    python -m unittest discover -s tests/python -p test_data.py
 """
 
 import json
 import os
-import sys
 import tempfile
 import unittest
 
 import torch
 
+import tiny_vlm
 from mpipec import data
 
-QWEN, LLAVA = sys.argv[1], sys.argv[2]
+FIXTURES = tempfile.TemporaryDirectory(prefix="mpipec-test-data-")
+QWEN, LLAVA = (os.path.join(FIXTURES.name, f) for f in ("qwen2_5_vl", "llava"))
+
+
+def setUpModule():
+    for family, out in (("qwen2_5_vl", QWEN), ("llava", LLAVA)):
+        tiny_vlm.write(out, family, vision_layers=2, text_layers=2)
+
+
+def tearDownModule():
+    FIXTURES.cleanup()
 
 
 def read(fixture, seq_len=4096):
@@ -112,4 +121,4 @@ class Problems(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=sys.argv[:1])
+    unittest.main()

@@ -123,6 +123,21 @@ def conversations(names, g):
         yield record
 
 
+def write(out, family, vision_layers, text_layers):
+    """OUT/model/, OUT/images/*.png and OUT/data.jsonl of a family's tiny model."""
+    torch.manual_seed(1)
+    model, tok, processor = (qwen if family == "qwen2_5_vl" else llava)(vision_layers, text_layers)
+    model_dir = os.path.join(out, "model")
+    model.save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    processor.save_pretrained(model_dir)
+    g = torch.Generator().manual_seed(2)
+    names = images(os.path.join(out, "images"), g)
+    with open(os.path.join(out, "data.jsonl"), "w") as f:
+        for record in conversations(names, g):
+            f.write(json.dumps(record) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -130,17 +145,7 @@ def main():
     ap.add_argument("--vision-layers", type=int, required=True)
     ap.add_argument("--text-layers", type=int, required=True)
     a = ap.parse_args()
-    torch.manual_seed(1)
-    model, tok, processor = (qwen if a.family == "qwen2_5_vl" else llava)(a.vision_layers, a.text_layers)
-    model_dir = os.path.join(a.out, "model")
-    model.save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    processor.save_pretrained(model_dir)
-    g = torch.Generator().manual_seed(2)
-    names = images(os.path.join(a.out, "images"), g)
-    with open(os.path.join(a.out, "data.jsonl"), "w") as f:
-        for record in conversations(names, g):
-            f.write(json.dumps(record) + "\n")
+    write(a.out, a.family, a.vision_layers, a.text_layers)
 
 
 if __name__ == "__main__":
