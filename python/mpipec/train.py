@@ -21,9 +21,10 @@ Forwards run under bf16 autocast where the device has it, in fp32 on the CPU.
 ``--log FILE`` gets one JSON line a step: ``{"step", "loss", "seconds", "tokens"}`` (step from
 1, the mean loss, the step's wall time, the tokens of its samples over every replica).
 ``--save DIR --save-every K`` writes ``DIR/step-K`` (every process its own files, then renamed
-into place, so a step directory is whole or absent); ``--resume DIR`` continues from the latest
-whole step directory under DIR (or DIR itself), and the steps after it are the ones an
-uninterrupted run gives, bit for bit. ``--check`` also runs the same steps in one process without
+into place, so a step directory is whole or absent), and one after the last step or at
+``--stop-after`` (a job whose time slot ends before ``--steps``); ``--resume DIR`` continues from
+the latest whole step directory under DIR (or DIR itself), and the steps after it are the ones
+an uninterrupted run gives, bit for bit. ``--check`` also runs the same steps in one process without
 pipelining (fp32) and compares the loss and every gradient of each step.
 """
 
@@ -71,6 +72,7 @@ def options(argv=None):
     ap.add_argument("--save", help="write checkpoints under this directory")
     ap.add_argument("--save-every", type=int, help="steps between checkpoints (default: only after the last)")
     ap.add_argument("--resume", help="a checkpoint directory to continue from")
+    ap.add_argument("--stop-after", type=int, help="end the run after this step, as a job whose time is up (with --save: checkpointed there)")
     ap.add_argument("--log", help="append one JSON line per step to this file")
     ap.add_argument("--check", action="store_true", help="compare with the same steps in one process (fp32)")
     a = ap.parse_args(argv)
@@ -214,15 +216,14 @@ def train(a, run, model, adapter, batches, device, record=None):
     if a.resume:
         from .torch import load_checkpoint
 
-        state = load_checkpoint(latest(a.resume), ex, optimizer)
-        start = state["step"]
+        start, extra = load_checkpoint(ex, latest(a.resume), optimizer)
         if scheduler:
-            scheduler.load_state_dict(state["scheduler"])
+            scheduler.load_state_dict(extra["scheduler"])
     holds_log = groups.dp_rank == 0 and plan["stages"][-1].get("rank") == groups.pp_rank
     log = Log(a.log if holds_log else None, resumed=start > 0)
     source = Microbatches(batches, model, adapter)
     first = groups.dp_rank * run.m
-    for step in range(start, a.steps):
+    for step in range(start, min(a.steps, a.stop_after or a.steps)):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started = time.perf_counter()
@@ -241,11 +242,11 @@ def train(a, run, model, adapter, batches, device, record=None):
         if loss is not None:
             log.write(step + 1, loss, seconds, batches.tokens_in(step, run.m * run.dp))
         done = step + 1
-        if a.save and (done == a.steps or (a.save_every and done % a.save_every == 0)):
+        if a.save and (done in (a.steps, a.stop_after) or (a.save_every and done % a.save_every == 0)):
             from .torch import save_checkpoint
 
-            extra = {"step": done, "scheduler": scheduler.state_dict() if scheduler else None}
-            save_checkpoint(os.path.join(a.save, f"step-{done:06d}"), ex, optimizer, extra)
+            extra = {"scheduler": scheduler.state_dict() if scheduler else None}
+            save_checkpoint(ex, os.path.join(a.save, f"step-{done:06d}"), optimizer, step=done, extra=extra)
     return groups
 
 
@@ -365,6 +366,20 @@ def compare(ranks, ref, steps):
     return worst
 
 
+def check_resumable(path, plan, steps):
+    """A clear error, before any process starts, for a checkpoint this run cannot continue."""
+    from .torch import checkpoint
+
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--resume {path}: not a whole mpipec checkpoint ({e})") from None
+    checkpoint.check_layout(path, meta, plan)
+    if meta["step"] >= steps:
+        raise ValueError(f"--resume {path}: the checkpoint is of step {meta['step']}; --steps {steps} has no step after it")
+
+
 def prepare(a):
     """Everything that can be wrong before a step runs, found in this process: the model against
     the plan, the data, the checkpoint to resume from."""
@@ -373,8 +388,8 @@ def prepare(a):
         raise ValueError("--check compares in fp32; leave out --precision bf16")
     if a.check:
         a.precision = "fp32"
-    if a.resume and not os.path.isdir(a.resume):
-        raise ValueError(f"--resume {a.resume}: no such checkpoint directory")
+    if a.resume:
+        check_resumable(latest(a.resume), run.plan, a.steps)
     adapter = describe(a.model, run)
     tokens = data.Tokens(a.model)
     samples = data.read(a.data, tokens, run.seq_len, a.images)
