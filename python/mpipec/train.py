@@ -201,8 +201,8 @@ def latest(directory):
     return os.path.join(directory, steps[-1]) if steps else directory
 
 
-def train(a, run, model, adapter, batches, device, record=None):
-    """One process's training: `a.steps` steps from the checkpoint, if any."""
+def setup(a, run, model, adapter, device):
+    """This process's groups, executor, optimizer and schedule, and the step it starts from."""
     from .torch import Executor, devices, stage_ids
 
     plan = run.plan
@@ -219,10 +219,25 @@ def train(a, run, model, adapter, batches, device, record=None):
         start, extra = load_checkpoint(ex, latest(a.resume), optimizer)
         if scheduler:
             scheduler.load_state_dict(extra["scheduler"])
-    holds_log = groups.dp_rank == 0 and plan["stages"][-1].get("rank") == groups.pp_rank
+    return groups, ex, optimizer, scheduler, start
+
+
+def save(a, done, ex, optimizer, scheduler):
+    """The checkpoint after step `done`, where --save, --save-every and --stop-after want one."""
+    if a.save and (done in (a.steps, a.stop_after) or (a.save_every and done % a.save_every == 0)):
+        from .torch import save_checkpoint
+
+        extra = {"scheduler": scheduler.state_dict() if scheduler else None}
+        save_checkpoint(ex, os.path.join(a.save, f"step-{done:06d}"), optimizer, step=done, extra=extra)
+
+
+def train(a, run, model, adapter, batches, device, record=None):
+    """One process's training: the steps from the checkpoint, if any, to --steps (or
+    --stop-after); with `record`, each step's loss and gradients go into it."""
+    groups, ex, optimizer, scheduler, start = setup(a, run, model, adapter, device)
+    holds_log = groups.dp_rank == 0 and run.plan["stages"][-1].get("rank") == groups.pp_rank
     log = Log(a.log if holds_log else None, resumed=start > 0)
-    source = Microbatches(batches, model, adapter)
-    first = groups.dp_rank * run.m
+    source, first = Microbatches(batches, model, adapter), groups.dp_rank * run.m
     for step in range(start, min(a.steps, a.stop_after or a.steps)):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
@@ -230,7 +245,7 @@ def train(a, run, model, adapter, batches, device, record=None):
         losses = ex.step(source.of(step, first), source.of(step + 1, first) if step + 1 < a.steps else None)
         loss = step_loss(losses, run, groups)
         if record is not None:
-            record["grads"].append(_named(ex, plan, groups.pp_rank))
+            record["grads"].append(_named(ex, run.plan, groups.pp_rank))
             record["losses"].append(loss)
         if a.clip > 0:
             ex.clip_grad_norm_(a.clip)
@@ -238,15 +253,9 @@ def train(a, run, model, adapter, batches, device, record=None):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             scheduler.step()
-        seconds = time.perf_counter() - started
         if loss is not None:
-            log.write(step + 1, loss, seconds, batches.tokens_in(step, run.m * run.dp))
-        done = step + 1
-        if a.save and (done in (a.steps, a.stop_after) or (a.save_every and done % a.save_every == 0)):
-            from .torch import save_checkpoint
-
-            extra = {"scheduler": scheduler.state_dict() if scheduler else None}
-            save_checkpoint(ex, os.path.join(a.save, f"step-{done:06d}"), optimizer, step=done, extra=extra)
+            log.write(step + 1, loss, time.perf_counter() - started, batches.tokens_in(step, run.m * run.dp))
+        save(a, step + 1, ex, optimizer, scheduler)
     return groups
 
 
@@ -386,6 +395,8 @@ def prepare(a):
     run = Run(a.run)
     if a.check and a.precision == "bf16":
         raise ValueError("--check compares in fp32; leave out --precision bf16")
+    if a.check and a.resume:
+        raise ValueError("--check compares whole runs from their first step; leave out --resume")
     if a.check:
         a.precision = "fp32"
     if a.resume:
