@@ -503,3 +503,16 @@ fn a_plan_on_standard_input() {
     assert!(stderr(&o).contains("┌─ <stdin>:1:"), "{}", stderr(&o));
     assert!(stderr(&o).contains("examples/missing.mpipe"), "{}", stderr(&o));
 }
+
+/// `verify --steps 0` would compare nothing and `--procs 0` would blame `--set`s the user never
+/// typed: both are refused naming the flag, before any Python starts.
+#[test]
+fn verify_refuses_zero_steps_and_zero_procs_naming_the_flag() {
+    for (flag, name) in [("--steps", "--steps <STEPS>"), ("--procs", "--procs <PROCS>")] {
+        let o = mpipec(&["verify", "tests/verify/lm.mpipe", flag, "0", "--python", "/nonexistent/python"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("invalid value '0' for '{name}': it must be at least 1")), "{err}");
+        assert!(!err.contains("cluster.pp") && !err.contains("ok:"), "{err}");
+    }
+}
