@@ -260,6 +260,31 @@ fn bad_options_are_refused_before_python_starts() {
     assert!(stderr.contains("--save"), "{stderr}");
 }
 
+/// `--prepare DIR` writes the run (the plan and what plan.json does not hold) and prints how to
+/// start it here and under torchrun, without starting Python.
+#[test]
+fn prepare_writes_the_run_and_the_commands() {
+    let dir = scratch("prepare");
+    let out = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .current_dir(root())
+        .args(["train", VLM, "--python", "/nonexistent/python", "--model", "tests", "--data", VLM, "--steps", "2"])
+        .args(["--procs", "2", "--dp", "2", "--prepare"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("-m mpipec.train --run") && stdout.contains("torchrun") && stdout.contains("4 processes"),
+        "{stdout}"
+    );
+    let layout: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("train.json")).unwrap()).unwrap();
+    assert_eq!((layout["kinds"].as_array().map(Vec::len), &layout["seq_len"]), (Some(16), &serde_json::json!(4096)));
+    let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
+    assert_eq!((&plan["pipeline"]["ranks"], &plan["pipeline"]["dp"]), (&serde_json::json!(2), &serde_json::json!(2)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn help_names_the_data_format_and_the_log() {
     let out = Command::new(env!("CARGO_BIN_EXE_mpipec")).args(["train", "--help"]).output().unwrap();
