@@ -275,7 +275,7 @@ fn prepare_writes_the_run_and_the_commands() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        stdout.contains("-m mpipec.train --run") && stdout.contains("torchrun") && stdout.contains("4 processes"),
+        stdout.contains("-m mpipec.train --job") && stdout.contains("torchrun") && stdout.contains("4 processes"),
         "{stdout}"
     );
     let layout: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("train.json")).unwrap()).unwrap();

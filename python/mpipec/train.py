@@ -3,7 +3,7 @@ runs, and a script to copy and change: the loop, the optimizer and the schedule 
 
     mpipec train PLAN --model DIR --data FILE.jsonl --procs N --steps S     # one machine
     mpipec train PLAN ... --prepare RUN                                      # writes RUN, says how to run it
-    torchrun --nnodes 2 ... -m mpipec.train --run RUN --model DIR --data FILE.jsonl --steps S
+    torchrun --nnodes 2 ... -m mpipec.train --job RUN --model DIR --data FILE.jsonl --steps S
 
 RUN holds ``plan.json`` (the compiled plan) and ``train.json`` (what plan.json does not say:
 each layer's kind, ``seq_len`` and ``micro_batch_size``). Without torchrun's environment the
@@ -18,7 +18,7 @@ clipped by their global norm over every rank (replicated encoder parameters coun
 AdamW steps, and the learning rate follows a linear warm-up and a cosine decay to zero.
 Forwards run under bf16 autocast where the device has it, in fp32 on the CPU.
 
-``--log FILE`` gets one JSON line a step: ``{"step", "loss", "seconds", "tokens"}`` (step from
+``--log-file FILE`` (``mpipec train --log``) gets one JSON line a step: ``{"step", "loss", "seconds", "tokens"}`` (step from
 1, the mean loss, the step's wall time, the tokens of its samples over every replica).
 ``--save DIR --save-every K`` writes ``DIR/step-K`` (every process its own files, then renamed
 into place, so a step directory is whole or absent), and one after the last step or at
@@ -58,7 +58,9 @@ from . import data  # noqa: E402
 
 def options(argv=None):
     ap = argparse.ArgumentParser(prog="python -m mpipec.train", description=__doc__.splitlines()[0])
-    ap.add_argument("--run", required=True, help="the directory `mpipec train --prepare` wrote (plan.json, train.json)")
+    # Named so that none is an abbreviation of torchrun's own options (--run-path, --log-dir),
+    # which torchrun's parser would refuse as ambiguous before the script sees them.
+    ap.add_argument("--job", required=True, help="the directory `mpipec train --prepare` wrote (plan.json, train.json)")
     ap.add_argument("--model", required=True, help="a transformers model directory (Qwen2.5-VL or LLaVA)")
     ap.add_argument("--data", required=True, help="LLaVA conversation JSONL")
     ap.add_argument("--images", help="the folder image paths are relative to (default: the data file's)")
@@ -73,7 +75,7 @@ def options(argv=None):
     ap.add_argument("--save-every", type=int, help="steps between checkpoints (default: only after the last)")
     ap.add_argument("--resume", help="a checkpoint directory to continue from")
     ap.add_argument("--stop-after", type=int, help="end the run after this step, as a job whose time is up (with --save: checkpointed there)")
-    ap.add_argument("--log", help="append one JSON line per step to this file")
+    ap.add_argument("--log-file", help="write one JSON line per step to this file (`mpipec train --log`)")
     ap.add_argument("--check", action="store_true", help="compare with the same steps in one process (fp32)")
     a = ap.parse_args(argv)
     if a.warmup is None:
@@ -236,7 +238,7 @@ def train(a, run, model, adapter, batches, device, record=None):
     --stop-after); with `record`, each step's loss and gradients go into it."""
     groups, ex, optimizer, scheduler, start = setup(a, run, model, adapter, device)
     holds_log = groups.dp_rank == 0 and run.plan["stages"][-1].get("rank") == groups.pp_rank
-    log = Log(a.log if holds_log else None, resumed=start > 0)
+    log = Log(a.log_file if holds_log else None, resumed=start > 0)
     source, first = Microbatches(batches, model, adapter), groups.dp_rank * run.m
     for step in range(start, min(a.steps, a.stop_after or a.steps)):
         # Every rank starts the step together, so the slowest rank's time is the step's.
@@ -325,7 +327,7 @@ def local(a, run, model, adapter, batches):
     and read the data); with --check, compared with one process. Returns the exit status."""
     import torch.multiprocessing as mp
 
-    out_dir = os.path.join(a.run, "processes")
+    out_dir = os.path.join(a.job, "processes")
     os.makedirs(out_dir, exist_ok=True)
     rendezvous = os.path.abspath(os.path.join(out_dir, "rendezvous"))
     if os.path.exists(rendezvous):
@@ -392,7 +394,7 @@ def check_resumable(path, plan, steps):
 def prepare(a):
     """Everything that can be wrong before a step runs, found in this process: the model against
     the plan, the data, the checkpoint to resume from."""
-    run = Run(a.run)
+    run = Run(a.job)
     if a.check and a.precision == "bf16":
         raise ValueError("--check compares in fp32; leave out --precision bf16")
     if a.check and a.resume:

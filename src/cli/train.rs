@@ -144,13 +144,13 @@ fn option_problems(options: &Options) -> Vec<String> {
 /// `python -m mpipec.train`'s arguments for `dir`.
 fn arguments(dir: &Path, options: &Options) -> Vec<String> {
     let path = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
-    let mut args = vec!["--run".to_string(), path(dir), "--model".into(), path(&options.model)];
+    let mut args = vec!["--job".to_string(), path(dir), "--model".into(), path(&options.model)];
     args.extend(["--data".into(), path(&options.data), "--steps".into(), options.steps.to_string()]);
     let paths = [
         ("--images", &options.images),
         ("--save", &options.save),
         ("--resume", &options.resume),
-        ("--log", &options.log),
+        ("--log-file", &options.log),
     ];
     for (flag, value) in paths {
         if let Some(p) = value {
