@@ -7,8 +7,9 @@ runs, and a script to copy and change: the loop, the optimizer and the schedule 
 
 RUN holds ``plan.json`` (the compiled plan) and ``train.json`` (what plan.json does not say:
 each layer's kind, ``seq_len`` and ``micro_batch_size``). Without torchrun's environment the
-script starts the plan's processes itself on this machine (CPU and gloo unless a GPU or an NPU is
-present), forked after the model and the data are loaded once.
+script starts the plan's processes itself on this machine (a GPU or an NPU each where present,
+else the CPU and gloo; ``--check`` always on the CPU), forked after the model and the data are
+loaded once.
 
 What a step is: every process builds its stages of the model (``from_pretrained``, cut as the
 plan says), makes the step's microbatches from the data (mpipec.data), and lets the executor
@@ -306,11 +307,13 @@ def reference(a, run, model, adapter, batches):
     return out
 
 
-def _worker(rank, a, run, model, adapter, batches, rendezvous, out_dir):
+def _worker(rank, a, run, model, adapter, batches, backend, rendezvous, out_dir):
     from .torch import devices
 
     try:
-        device = devices.init("gloo", f"file://{rendezvous}", rank, run.world)
+        # One node: the process's local rank is its rank, its device that GPU or NPU.
+        os.environ["LOCAL_RANK"] = str(rank)
+        device = devices.init(backend, f"file://{rendezvous}", rank, run.world)
         record = {"grads": [], "losses": []} if a.check else None
         groups = train(a, run, model, adapter, batches, device, record)
         if record is not None and groups.dp_rank == 0:
@@ -322,11 +325,31 @@ def _worker(rank, a, run, model, adapter, batches, rendezvous, out_dir):
         os._exit(EXIT_INPUT)
 
 
+def local_backend(a, run):
+    """The backend of the processes on this machine: gloo on the CPU for --check (it compares
+    the plan, not the device), else what is present, with a device for each process."""
+    from .torch import devices
+
+    backend = "gloo" if a.check else devices.default_backend()
+    present = {"nccl": lambda: torch.cuda.device_count(), "hccl": lambda: torch.npu.device_count()}.get(backend)
+    if present is not None and present() < run.world:
+        raise ValueError(
+            f"the plan has {run.world} processes and this machine {present()} devices for {backend}; "
+            "run it under torchrun on several nodes (mpipec train --prepare), or set MPIPEC_BACKEND=gloo for the CPU"
+        )
+    return backend
+
+
 def local(a, run, model, adapter, batches):
     """The plan's processes on this machine, forked from this one (which has loaded the model
     and read the data); with --check, compared with one process. Returns the exit status."""
     import torch.multiprocessing as mp
 
+    try:
+        backend = local_backend(a, run)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INPUT
     out_dir = os.path.join(a.job, "processes")
     os.makedirs(out_dir, exist_ok=True)
     rendezvous = os.path.abspath(os.path.join(out_dir, "rendezvous"))
@@ -336,7 +359,8 @@ def local(a, run, model, adapter, batches):
     torch.set_num_threads(1)
     ref = reference(a, run, model, adapter, batches) if a.check else None
     try:
-        mp.start_processes(_worker, args=(a, run, model, adapter, batches, rendezvous, out_dir), nprocs=run.world, start_method="fork")
+        args = (a, run, model, adapter, batches, backend, rendezvous, out_dir)
+        mp.start_processes(_worker, args=args, nprocs=run.world, start_method="fork")
     except Exception as e:
         print(f"error: the training run failed: {str(e).strip().splitlines()[-1]}", file=sys.stderr)
         return EXIT_INPUT
