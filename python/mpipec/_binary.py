@@ -100,11 +100,14 @@ def run(args: list[str], stdin: Optional[str] = None) -> Run:
             rendered.append(obj.get("rendered") or "")
         else:
             result = obj
-    if done.returncode != 0 and not rendered:
-        # Refused before any plan was read (a usage error, or a binary too old for these
-        # options) or a crash of the compiler itself: its report is text.
-        diagnostics.append(_diagnostic({"message": done.stderr.strip() or f"exit status {done.returncode}"}))
-        rendered.append(done.stderr)
+    if done.returncode != 0:
+        # What the binary says as text comes after its diagnostics, as on a terminal: that
+        # nothing was written, or all there is when it stopped before reading the plan (a usage
+        # error, a binary too old for these options) or crashed.
+        text = done.stderr or ("" if rendered else f"error: mpipec exited with status {done.returncode}\n")
+        if not diagnostics:
+            diagnostics.append(_diagnostic({"message": text.strip(), "rendered": text}))
+        rendered.append(text)
     return Run(done.returncode, diagnostics, "".join(rendered), result)
 
 

@@ -78,6 +78,17 @@ class BadInput(unittest.TestCase):
         self.assertIn("1f1b", first["help"])
         self.assertEqual(str(error), cli("sim", str(UNKNOWN_SKELETON)).stderr)
 
+    def test_a_refused_target_renders_as_the_cli_and_writes_nothing(self):
+        cannot_run = ROOT / "tests" / "ui" / "backends" / "cannot_run.mpipe"
+        plan = mpipec.compile(cannot_run)
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "out"
+            with self.assertRaises(mpipec.CompileError) as caught:
+                plan.build(out)
+            self.assertEqual([d["code"] for d in caught.exception.diagnostics], ["E0402"])
+            self.assertEqual(str(caught.exception), cli("build", str(cannot_run), "-o", str(out)).stderr)
+            self.assertFalse(out.exists())
+
     def test_a_path_that_does_not_exist(self):
         with self.assertRaises(mpipec.CompileError) as caught:
             mpipec.compile(ROOT / "examples" / "no_such_plan.mpipe")
@@ -123,6 +134,18 @@ class BadInput(unittest.TestCase):
         with mock.patch.dict(os.environ, environment, clear=True), mock.patch.object(_binary, "_scripts_dirs", list):
             with self.assertRaisesRegex(mpipec.BinaryNotFoundError, "cannot find the `mpipec` binary.*MPIPEC_BINARY"):
                 mpipec.compile(PAPER_SMALL)
+
+
+    def test_a_binary_that_refuses_the_options_is_reported_in_its_words(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            old = Path(scratch) / "mpipec"
+            old.write_text("#!/bin/sh\necho \"error: unexpected argument '--ir' found\" >&2\nexit 2\n")
+            old.chmod(0o755)
+            with mock.patch.dict(os.environ, {"MPIPEC_BINARY": str(old)}):
+                with self.assertRaises(mpipec.CompileError) as caught:
+                    mpipec.compile(PAPER_SMALL)
+        self.assertEqual(str(caught.exception), "error: unexpected argument '--ir' found\n")
+        self.assertEqual(caught.exception.diagnostics[0]["message"], "error: unexpected argument '--ir' found")
 
 
 class Package(unittest.TestCase):
