@@ -15,6 +15,7 @@ mod report;
 mod sim;
 mod stdlib;
 mod sweep;
+mod train;
 mod tune;
 mod verify;
 
@@ -261,6 +262,10 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "profile")]
         prepare: Option<std::path::PathBuf>,
     },
+    /// Train a Hugging Face vision-language model (Qwen2.5-VL or LLaVA) with the plan: its
+    /// stages cut from a transformers model directory, LLaVA conversation data through the
+    /// model's own processor, AdamW with warm-up and cosine decay (see docs/train.md)
+    Train(Box<train::Options>),
 }
 
 /// A count of processes or steps: 0 would run nothing (and print "ok" over it).
@@ -358,6 +363,7 @@ pub fn main() -> ExitCode {
             };
             verify::run(&cli.global, plan, &options)
         }
+        Command::Train(options) => train::run(&cli.global, options),
     };
     ExitCode::from(status)
 }
