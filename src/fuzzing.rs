@@ -3,7 +3,7 @@
 //! diagnostics with a code and a label inside the text, never a panic; a plan that checks
 //! clean derives to lists the validator accepts and that simulate to a finite step, and every
 //! backend, allowed its nearest plan, emits files under its own directory or refuses with E0402;
-//! fmt is idempotent on what it accepts.
+//! fmt is idempotent on what it accepts; a `--set` flag is applied whole or refused with a code.
 
 use crate::backend::{Request, Target};
 use crate::driver;
@@ -34,6 +34,46 @@ pub fn parse(data: &[u8]) {
 /// Loading, resolving and checking, standard library included.
 pub fn check(data: &[u8]) -> crate::driver::Compiled {
     let checked = crate::driver::compile("fuzz.mpipe", "fuzz.mpipe", data.to_vec(), &MemoryLoader::new());
+    labels_inside(&checked);
+    checked
+}
+
+/// The plan `--set` flags are fuzzed against: two regions, every section written.
+const OVERRIDDEN: &str = include_str!("../examples/paper_small.mpipe");
+
+/// `--set KEY=VALUE` with any flag text: diagnostics with a code and labels inside their files,
+/// never a panic; and a flag with no diagnostic of its own was applied whole, so writing it into
+/// the file (as `tune -o` does) checks to the same diagnostics. An override that dropped part
+/// of its text (`cluster.pp=4; } schedule gpipe; …`) fails here.
+pub fn overrides(data: &[u8]) {
+    let Some((key, value)) = text_of(data).and_then(crate::overrides::split) else { return };
+    let set = [(key.to_string(), value.to_string())];
+    let checked = checked_with(OVERRIDDEN, &set);
+    labels_inside(&checked);
+    let sources = &checked.program.sources;
+    let own = |d: &crate::diagnostics::Diagnostic| {
+        d.labels.iter().any(|l| sources.get(l.span.file).name.starts_with("--set "))
+    };
+    if checked.diagnostics.iter().any(own) {
+        return;
+    }
+    let Ok(written) = crate::edit::apply(OVERRIDDEN, &set) else { return };
+    let said = |c: &crate::driver::Compiled| -> Vec<(crate::diagnostics::Code, String)> {
+        c.diagnostics.iter().map(|d| (d.code, d.message.clone())).collect()
+    };
+    assert_eq!(
+        said(&checked),
+        said(&checked_with(&written, &[])),
+        "`--set {key}={value}` and the same text in the file"
+    );
+}
+
+fn checked_with(text: &str, set: &[(String, String)]) -> crate::driver::Compiled {
+    let loader = MemoryLoader::new();
+    crate::driver::load("fuzz.mpipe", "fuzz.mpipe", text.as_bytes().to_vec(), &loader).check(&loader, set)
+}
+
+fn labels_inside(checked: &crate::driver::Compiled) {
     for d in &checked.diagnostics {
         let _ = crate::diagnostics::json::to_json(d, &checked.program.sources);
         for l in &d.labels {
@@ -44,7 +84,6 @@ pub fn check(data: &[u8]) -> crate::driver::Compiled {
             );
         }
     }
-    checked
 }
 
 /// Plans above this many stage-microbatches (pp × M) are not derived here: the fuzzer looks

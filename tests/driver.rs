@@ -1,6 +1,7 @@
 //! The driver: a source loaded once checks under each set of overrides as if read afresh, a
 //! build is simulated once and shared, and a backend answers from the `Built`.
 
+use mpipe::Depth;
 use mpipe::algebra::{Chunks, Skeleton};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
@@ -83,23 +84,34 @@ fn a_build_whose_answer_is_no_longer_wanted_stops_between_its_passes() {
     let loader = MemoryLoader::new();
     let compiled = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("llm_1f1b.mpipe"), &loader);
     let asked = Cell::new(0);
-    let everything = mpipe::build_diagnostics(&compiled, &|| {
-        asked.set(asked.get() + 1);
-        true
+    let everything = mpipe::diagnose_while(
+        &compiled,
+        Depth::Build,
+        &|| {
+            asked.set(asked.get() + 1);
+            true
+        },
+        &mut |_| {},
+    );
+    assert_eq!(everything.expect("a build that is always wanted answers"), mpipe::diagnose(&compiled, Depth::Build));
+    let never = mpipe::diagnose_while(&compiled, Depth::Check, &|| panic!("checking asks nothing"), &mut |_| {
+        panic!("checking builds nothing")
     });
-    let mut expected = compiled.diagnostics.clone();
-    expected.extend(everything.expect("a build that is always wanted answers"));
-    mpipe::diagnostics::sort(&mut expected);
-    assert_eq!(expected, mpipe::all_diagnostics(&compiled));
+    assert_eq!(never, Some(compiled.diagnostics.clone()));
     // Before the build, before the simulation, before each of its two targets.
     assert_eq!(asked.get(), 4u32);
     for yes in 0..asked.get() {
         let left = Cell::new(yes);
-        let answer = mpipe::build_diagnostics(&compiled, &|| {
-            let wanted = left.get() > 0;
-            left.set(left.get().saturating_sub(1));
-            wanted
-        });
+        let answer = mpipe::diagnose_while(
+            &compiled,
+            Depth::Build,
+            &|| {
+                let wanted = left.get() > 0;
+                left.set(left.get().saturating_sub(1));
+                wanted
+            },
+            &mut |_| {},
+        );
         assert!(answer.is_none(), "a build told no after {yes} yes must stop");
     }
 }

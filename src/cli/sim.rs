@@ -1,6 +1,7 @@
 //! `mpipec sim PLAN [--json] [--compare]`
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 use mpipe::sim::report::Report;
@@ -16,7 +17,17 @@ fn gib(b: f64) -> String {
     format!("{:.1} GiB", b / 1073741824.0)
 }
 
-pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Option<(usize, u64)>) -> u8 {
+/// What `mpipec sim` prints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    /// report.json
+    Json,
+    /// `{"report": …, "ir": …}` on one line: the report and plan.json in one run.
+    JsonWithIr,
+}
+
+pub fn run(global: &Global, plan: &Path, format: Format, compare: bool, samples: Option<(usize, u64)>) -> u8 {
     let mut reporter = Reporter::new(global);
     let (checked, spec) = match super::check::load_plan(global, plan, &mut reporter) {
         Ok(loaded) => loaded,
@@ -37,27 +48,57 @@ pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Opt
         let batches = mpipe::explore::samples::draw(&spec, n.max(1), seed);
         mpipe::explore::samples::static_schedule(&spec, &built.derived, &batches)
     });
-    if json {
-        let mut value = serde_json::to_value(&report).expect("the report serialises");
-        if let Some(s) = &sampled {
-            value["samples"] = serde_json::to_value(s).expect("stats serialise");
-        }
-        println!("{}", serde_json::to_string_pretty(&value).expect("the report serialises"));
-    } else {
-        let timeline = mpipe::sim::timeline::ascii(&built.derived.ir, &simulation.timeline, 96);
-        print!("{}", human(&spec, &built.derived.ir, &report, &timeline));
-        if let Some(s) = &sampled {
-            println!(
-                "\nacross {} sampled batches (one static schedule): mean {}  p50 {}  p95 {}  max {}",
-                s.samples,
-                seconds(s.mean_s),
-                seconds(s.p50_s),
-                seconds(s.p95_s),
-                seconds(s.max_s)
-            );
-        }
+    match format {
+        Format::Table => print_table(&spec, &built.derived.ir, simulation, &report, sampled.as_ref()),
+        Format::Json | Format::JsonWithIr => print_json(&report, sampled.as_ref(), &built.derived.ir, format),
     }
     0
+}
+
+fn print_table(
+    spec: &mpipe::plan::Plan,
+    ir: &mpipe::ir::PlanIr,
+    simulation: &mpipe::sim::report::Simulation,
+    report: &Report,
+    sampled: Option<&mpipe::explore::samples::Stats>,
+) {
+    let timeline = mpipe::sim::timeline::ascii(ir, &simulation.timeline, 96);
+    print!("{}", human(spec, ir, report, &timeline));
+    if let Some(s) = sampled {
+        println!(
+            "\nacross {} sampled batches (one static schedule): mean {}  p50 {}  p95 {}  max {}",
+            s.samples,
+            seconds(s.mean_s),
+            seconds(s.p50_s),
+            seconds(s.p95_s),
+            seconds(s.max_s)
+        );
+    }
+}
+
+/// report.json (with the samples' statistics), alone or with the plan (`--ir`).
+fn print_json(
+    report: &Report,
+    sampled: Option<&mpipe::explore::samples::Stats>,
+    ir: &mpipe::ir::PlanIr,
+    format: Format,
+) {
+    #[derive(serde::Serialize)]
+    struct WithIr<'a> {
+        report: &'a serde_json::Value,
+        ir: &'a mpipe::ir::PlanIr,
+    }
+    let mut value = serde_json::to_value(report).expect("the report serialises");
+    if let Some(s) = sampled {
+        value["samples"] = serde_json::to_value(s).expect("stats serialise");
+    }
+    if format == Format::JsonWithIr {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        serde_json::to_writer(&mut out, &WithIr { report: &value, ir }).expect("the report and the plan serialise");
+        let _ = writeln!(out);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&value).expect("the report serialises"));
+    }
 }
 
 /// The per-rank table. A column that is zero on every rank says nothing (encoder work and

@@ -39,11 +39,8 @@ pub fn draw(plan: &Plan, n: usize, seed: u64) -> Vec<Vec<u64>> {
     let dist: Vec<(u64, f64)> =
         if !b.histogram.is_empty() { b.histogram.clone() } else { b.image_tokens.iter().map(|t| (*t, 1.0)).collect() };
     let total: f64 = dist.iter().map(|(_, w)| w).sum();
-    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
-    let mut uniform = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = crate::random::Lcg::new(seed ^ 0x9E37_79B9_7F4A_7C15);
+    let mut uniform = || rng.uniform();
     (0..n)
         .map(|_| {
             (0..b.microbatches)
