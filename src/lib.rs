@@ -80,11 +80,11 @@ fn build_passes(
     let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
     let requests = backend::requests(plan, &[], false).unwrap_or_default();
     match driver::produce(plan, &requests, driver::Make::Diagnostics, wanted) {
-        Ok(Some(products)) => {
+        Ok(products) => {
+            let products = products?;
             seen(&products.built);
             Some(products.diagnostics())
         }
-        Ok(None) => None,
         Err(_) => Some(Vec::new()),
     }
 }
