@@ -103,7 +103,7 @@ pub fn pipeline(data: &[u8]) {
     let sim = built.evaluate();
     assert!(sim.report.step_time_s.is_finite() && sim.report.step_time_s >= 0.0);
     assert!(sim.report.step_time_s + 1e-9 >= sim.report.lower_bound_s * (1.0 - 1e-9));
-    for target in crate::backend::Target::ALL {
+    for &target in crate::backend::Target::ALL {
         let request = crate::backend::Request { target, nearest: true, span: None };
         match crate::backend::emit(request, &built) {
             Ok(emitted) => assert!(

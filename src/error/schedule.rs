@@ -100,7 +100,7 @@ impl ScheduleError {
                 .help("give exactly one skeleton per region, in the cut's order"),
             UnknownSkeleton { span, name, suggestion } => d(Code::E0306, format!("unknown skeleton `{name}`"))
                 .primary(*span, "not a skeleton")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("skeletons: {}", crate::algebra::skeleton::NAMES.join(", ")))),
+                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("skeletons: {}", crate::algebra::skeleton::names().collect::<Vec<_>>().join(", ")))),
             BadSkeletonArgument { span, skeleton, message, help } => d(Code::E0307, format!("invalid argument to `{skeleton}`"))
                 .primary(*span, message.clone())
                 .help(help.clone()),
