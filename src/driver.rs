@@ -86,7 +86,10 @@ pub struct Built<'p> {
 pub fn build(plan: &Plan) -> Result<Built<'_>, InvalidPlan> {
     let costs = CostModel::new(plan);
     let derived = derive::derive(plan, &costs);
-    validate::validate(&derived.ir).map_err(|problems| InvalidPlan { problems, dump: text::render(&derived.ir) })?;
+    validate::validate(&derived.ir).map_err(|problems| InvalidPlan {
+        problems: problems.iter().map(ToString::to_string).collect(),
+        dump: text::render(&derived.ir),
+    })?;
     Ok(Built { plan, costs, derived, simulation: OnceLock::new() })
 }
 
