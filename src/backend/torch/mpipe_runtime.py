@@ -525,7 +525,7 @@ def run(plan, adapter, config, steps, out_dir=None, fail_at=None, device=torch.d
     me = dist.get_rank()
     coord = next(c for c in plan["rank_map"] if c["global"] == me)
     if coord["tp"] != 0 or plan["pipeline"]["tp"] != 1:
-        raise SystemExit("the mpipe torch runtime runs tp = 1 plans; tensor parallelism is the stack's (see BACKENDS.md)")
+        raise SystemExit("the mpipe torch runtime runs tp = 1 plans; tensor parallelism is the stack's (see docs/backends.md)")
     pp, dp = plan["pipeline"]["ranks"], plan["pipeline"]["dp"]
     glob = lambda p, d: next(c["global"] for c in plan["rank_map"] if c["pp"] == p and c["dp"] == d and c["tp"] == 0)
     groups = {d: dist.new_group([glob(p, d) for p in range(pp)], timeout=TIMEOUT) for d in range(dp)}
