@@ -3,9 +3,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use mpipe::diagnostics::{Code, Diagnostic};
 use mpipe::driver::Compiled;
 use mpipe::explore::sweep::{self, Point};
 
+use super::check::Source;
 use super::progress::Progress;
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
@@ -31,6 +33,9 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
         reporter.emit(&written.diagnostics, &written.program.sources);
         reporter.finish();
         return EXIT_INPUT;
+    }
+    if let Some(status) = refuse_bad_keys(global, &source, &grid[0], &mut reporter) {
+        return status;
     }
     let total = grid.len();
     let mut progress = Progress::new("sweeping");
@@ -69,6 +74,26 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
         eprintln!("wrote {} (sweep.svg, sweep.json)", out.display());
     }
     0
+}
+
+/// A varied key that names nothing fails at every point the same way: it is reported once,
+/// with its suggestion, from the first point, and the sweep does not run. The plan as written
+/// checks, so an unknown field (E0202) or key (E0109) there comes from a `--vary` key.
+fn refuse_bad_keys(
+    global: &Global,
+    source: &Source,
+    first: &[(String, String)],
+    reporter: &mut Reporter,
+) -> Option<u8> {
+    let checked = source.check(global, first);
+    let bad: Vec<Diagnostic> =
+        checked.diagnostics.into_iter().filter(|d| matches!(d.code, Code::E0109 | Code::E0202)).collect();
+    if bad.is_empty() {
+        return None;
+    }
+    reporter.emit(&bad, &checked.program.sources);
+    reporter.finish();
+    Some(EXIT_INPUT)
 }
 
 /// One point of the sweep: the plan checked under `values`, built and evaluated.

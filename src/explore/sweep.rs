@@ -76,17 +76,25 @@ fn number(text: &str) -> Result<f64, String> {
     })
 }
 
-/// Every combination of the varied values, first key slowest.
+/// Every combination of the varied values, first key slowest. The size is the product of the
+/// value counts, so a sweep past [`MAX_POINTS`] is refused before any point is made.
 pub fn grid(varies: &[Vary]) -> Result<Vec<Vec<(String, String)>>, String> {
+    let sizes: Vec<usize> = varies.iter().map(|v| v.values.len()).collect();
+    let size = sizes.iter().try_fold(1usize, |n, k| n.checked_mul(*k)).filter(|n| *n <= MAX_POINTS);
+    if size.is_none() {
+        let product: Vec<String> = sizes.iter().map(usize::to_string).collect();
+        let total = sizes.iter().map(|k| *k as f64).product::<f64>();
+        return Err(format!(
+            "the sweep has {total:.0} points ({}), more than {MAX_POINTS}\nhelp: use fewer values, or a coarser step (`+` or `*`) in a range",
+            product.join(" × ")
+        ));
+    }
     let mut points: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for v in varies {
         points = points
             .into_iter()
             .flat_map(|p| v.values.iter().map(move |x| [p.clone(), vec![(v.key.clone(), x.clone())]].concat()))
             .collect();
-        if points.len() > MAX_POINTS {
-            return Err(format!("the sweep has more than {MAX_POINTS} points"));
-        }
     }
     Ok(points)
 }
@@ -425,6 +433,14 @@ mod tests {
         assert_eq!(super::parse_vary("batch.seq_len=4_096..8_192*2").unwrap().values, ["4096", "8192"]);
         let err = super::parse_vary("batch.seq_len=4k..8192*2").unwrap_err();
         assert_eq!(err, "`4k` in `batch.seq_len=4k..8192*2` is not a number: write it in full, `4096` or `4000`");
+    }
+
+    #[test]
+    fn a_sweep_past_the_limit_is_refused_from_its_sizes() {
+        let vary = |key: &str| super::parse_vary(&format!("{key}=1..4000+1")).unwrap();
+        let err = super::grid(&[vary("batch.image_tokens"), vary("batch.seq_len")]).unwrap_err();
+        assert!(err.starts_with("the sweep has 16000000 points (4000 × 4000), more than 4096"), "{err}");
+        assert_eq!(super::grid(&[vary("batch.seq_len")]).unwrap().len(), 4000);
     }
 
     #[test]
