@@ -32,8 +32,9 @@ const LAYERS: &[&[&str]] = &[
     &["ast", "diagnostics", "error"],
     &["parse", "resolve", "overrides", "check", "fmt", "edit"],
     &["ir", "cost", "derive", "sim", "catalog"],
-    &["driver"],
+    &["built"],
     &["outputs", "backend"],
+    &["driver"],
     &[ROOT, "explore", "ide", "fuzzing", "bench"],
 ];
 
