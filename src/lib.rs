@@ -24,6 +24,7 @@ pub mod ir;
 pub mod outputs;
 pub mod overrides;
 pub mod parse;
+pub mod picture;
 pub mod plan;
 pub mod random;
 pub mod resolve;

@@ -1,4 +1,4 @@
-//! `transpose`: the replicated encoder's work placed inside the body pipeline (ALGEBRA.md §6).
+//! `transpose`: the replicated encoder's work placed inside the body pipeline (docs/transpose.md).
 //!
 //! `fill = slack` (Mpipe): one microbatch's encode is `chunks` runs of consecutive encoder
 //! layers, each an instruction on the microbatch's owner; the boundary activation between two
