@@ -42,7 +42,7 @@ pub enum Fallback {
     /// No encoder whose owners are placed in the body's idle time: nothing to re-place.
     NoSlackEncoder,
     /// The per-batch lists failed the validator (a compiler bug, kept from running).
-    Invalid(Vec<String>),
+    Invalid(Vec<validate::Problem>),
     /// The per-batch plan exceeds device memory on these ranks (rank, peak bytes).
     OverMemory(Vec<(u32, f64)>),
     /// The per-batch plan simulates no faster than the static one.
@@ -56,13 +56,19 @@ pub fn batch_of(plan: &Plan, tokens: &[u64]) -> Plan {
     batch
 }
 
-/// The choices a batch is lowered with: the static plan's, with the owner map chosen again
-/// (min-max against the body's idle time, with this batch's encode times) in the plan's own
-/// slack-filled form. `None` when the encoder is not placed in idle time.
+/// The choices a batch is lowered with: the static plan's, with the owner schedule (owners,
+/// head delay, slots) found again by `by_microbatch`'s min-max against the body's idle time,
+/// with this batch's encode times, in the plan's own slack-filled form. `None` when the encoder
+/// is not placed in idle time.
 fn batch_choices(resolved: &Resolved) -> Option<Choices> {
     let written = resolved.plan.schedule.first()?.skeleton;
     let Skeleton::Transpose { fill: Fill::Slack, .. } = written else { return None };
-    Some(Choices { encoder: Some(written), encoder_owner: Some(OwnerSpec::ByMicrobatch), ..resolved.choices.clone() })
+    Some(Choices {
+        encoder: Some(written),
+        encoder_owner: Some(OwnerSpec::ByMicrobatch),
+        encoder_schedule: None,
+        ..resolved.choices.clone()
+    })
 }
 
 /// The plan for one batch of `built`'s plan, given that batch's image tokens per microbatch (a

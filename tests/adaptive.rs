@@ -92,34 +92,45 @@ fn a_batch_over_device_memory_runs_the_static_plan() {
     assert_eq!(batch.step_s(), batch.static_s);
 }
 
-/// The held-out mixes of issue 25's table: the static plan against the plan for each batch, mean
-/// step over the same sampled batches.
-fn gain(name: &str, histogram: &[(u64, f64)], samples: usize) -> f64 {
+/// Mean steps over the same sampled batches of one held-out mix: (static, adaptive, a full
+/// re-derivation for each batch).
+fn means(name: &str, histogram: &[(u64, f64)], samples: usize) -> (f64, f64, f64) {
     let plan = mix(&example(name, "adaptive"), histogram);
     let built = mpipe::driver::build(&plan).unwrap();
-    let (mut fixed, mut placed) = (0.0, 0.0);
+    let (mut fixed, mut placed, mut full) = (0.0, 0.0, 0.0);
     for tokens in samples::draw(&plan, samples, 25) {
         let batch = adaptive::for_batch(&built, &tokens);
         assert!(batch.step_s() <= batch.static_s);
         fixed += batch.static_s;
         placed += batch.step_s();
+        full += mpipe::driver::build(&adaptive::batch_of(&plan, &tokens)).unwrap().evaluate().report.step_time_s;
     }
-    let gain = fixed / placed;
+    let n = samples as f64;
     println!(
-        "{name} {histogram:?}: static {:.3} s, adaptive {:.3} s, {gain:.4}x",
-        fixed / samples as f64,
-        placed / samples as f64
+        "{name} {histogram:?}: static {:.3} s, adaptive {:.3} s ({:.4}x), full re-derivation {:.3} s",
+        fixed / n,
+        placed / n,
+        fixed / placed,
+        full / n
     );
-    gain
+    (fixed / n, placed / n, full / n)
 }
 
+/// The paper_small mixes of issue 25's table (held out: nothing was tuned on them).
 #[test]
-fn held_out_mixes_gain() {
-    let small = [
-        gain("paper_small.mpipe", &[(32768, 3.0), (24576, 3.0), (16384, 2.0), (8192, 1.0), (0, 1.0)], 16),
-        gain("paper_small.mpipe", &[(32768, 4.0), (16384, 2.0), (8192, 2.0), (4096, 1.0), (0, 3.0)], 16),
+fn held_out_mixes_on_paper_small() {
+    let mixes: [&[(u64, f64)]; 2] = [
+        &[(32768, 3.0), (24576, 3.0), (16384, 2.0), (8192, 1.0), (0, 1.0)],
+        &[(32768, 4.0), (16384, 2.0), (8192, 2.0), (4096, 1.0), (0, 3.0)],
     ];
-    let mean = small.iter().sum::<f64>() / small.len() as f64;
+    let gains: Vec<f64> = mixes
+        .iter()
+        .map(|m| {
+            let (fixed, placed, _) = means("paper_small.mpipe", m, 16);
+            fixed / placed
+        })
+        .collect();
+    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
     println!("paper_small mean gain {mean:.4}x");
-    assert!(mean >= 1.0);
+    assert!(mean >= 1.015, "{gains:?}");
 }
