@@ -33,7 +33,7 @@ const LAYERS: &[&[&str]] = &[
     &["parse", "resolve", "overrides", "check", "fmt", "edit"],
     &["ir", "cost", "derive", "sim", "catalog"],
     &["built"],
-    &["outputs", "backend"],
+    &["outputs", "backend", "adaptive"],
     &["driver"],
     &[ROOT, "explore", "ide", "fuzzing", "bench"],
 ];
