@@ -7,6 +7,7 @@ pub mod algebra;
 pub mod ast;
 pub mod backend;
 pub mod bench;
+pub mod built;
 pub mod catalog;
 pub mod check;
 pub mod cost;
@@ -79,20 +80,13 @@ fn build_passes(
     seen: &mut dyn FnMut(&Built),
 ) -> Option<Vec<Diagnostic>> {
     let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
-    if !wanted() {
-        return None;
-    }
-    let Ok(built) = driver::build(plan) else { return Some(Vec::new()) };
-    seen(&built);
-    if !wanted() {
-        return None;
-    }
-    let mut all = built.diagnostics();
-    for request in backend::requests(plan, &[], false).unwrap_or_default() {
-        if !wanted() {
-            return None;
+    let requests = backend::requests(plan, &[], false).unwrap_or_default();
+    match driver::produce(plan, &requests, driver::Make::Diagnostics, wanted) {
+        Ok(Some(products)) => {
+            seen(&products.built);
+            Some(products.diagnostics())
         }
-        all.extend(backend::diagnostics(request, &built));
+        Ok(None) => None,
+        Err(_) => Some(Vec::new()),
     }
-    Some(all)
 }

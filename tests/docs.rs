@@ -15,12 +15,17 @@
 //! (`stderr:` instead of `output:` quotes the diagnostics), and a picture as
 //! `<!-- figure docs/x.svg: mpipec sweep … -o OUT; OUT/sweep.svg -->`. `OUT` stands for a fresh
 //! directory. `MPIPEC_BLESS=1 cargo test --test docs` rewrites every block and picture from
-//! its command; without it any difference fails, naming the command.
+//! its command; without it any difference fails, naming the command. A block after
+//! `<!-- excerpt: COMMAND; OUT/FILE -->` quotes a few lines of a file the command writes; it
+//! is checked, never rewritten.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use mpipe::diagnostics::Code;
 
 const BLESS: &str = "MPIPEC_BLESS";
 
@@ -58,6 +63,18 @@ fn shown(command: &str) -> String {
     words.join(" ")
 }
 
+/// Checks an `excerpt: COMMAND; OUT/FILE` marker: the block after it is a run of lines of
+/// the file the command writes. Such a block is not regenerated; a stale one fails, naming
+/// the command.
+fn check_excerpt<'a>(rest: &str, mut after: impl Iterator<Item = &'a str>, scratch: &Path) {
+    let (command, file) = rest.trim_start_matches(": ").rsplit_once("; ").expect("`excerpt: COMMAND; OUT/FILE`");
+    let (_, _, dir) = run(command, scratch);
+    let written = std::fs::read_to_string(dir.join(file.trim_start_matches("OUT/")))
+        .unwrap_or_else(|e| panic!("`{command}` wrote no {file}: {e}"));
+    let block: String = after.by_ref().skip(1).take_while(|l| l.trim() != "```").collect();
+    assert!(!block.is_empty() && written.contains(&block), "`{command}` writes no {file} with these lines:\n{block}");
+}
+
 /// The document with every marked block regenerated, and the pictures each marker names with
 /// what their commands write now.
 fn regenerate(text: &str, scratch: &Path) -> (String, Vec<(PathBuf, String, String)>) {
@@ -75,6 +92,10 @@ fn regenerate(text: &str, scratch: &Path) -> (String, Vec<(PathBuf, String, Stri
             let written = std::fs::read_to_string(dir.join(file.trim_start_matches("OUT/")))
                 .unwrap_or_else(|e| panic!("`{command}` wrote no {file}: {e}"));
             pictures.push((common::root().join(path), written, command.to_string()));
+            continue;
+        }
+        if let Some(rest) = marker.strip_prefix("excerpt") {
+            check_excerpt(rest, lines.clone(), scratch);
             continue;
         }
         let (stream, command) = match marker.split_once(": ") {
@@ -172,4 +193,95 @@ fn the_readme_starts_with_the_two_commands() {
     let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
     let start = "# mpipec\n\n```sh\ncargo run --release -- build examples/paper_small.mpipe -o out/\ncargo test\n```\n";
     assert!(readme.starts_with(start), "README.md must start with:\n{start}");
+}
+
+/// The words a code is known by: its summary and first paragraph of explanation, and the
+/// messages of its fixtures under tests/ui,
+/// each cut to its first four letters so `files` meets `file`.
+fn vocabulary() -> std::collections::BTreeMap<Code, BTreeSet<String>> {
+    let mut words: std::collections::BTreeMap<Code, BTreeSet<String>> =
+        Code::ALL.iter().map(|c| (*c, terms(c.explain().split("\n\n").take(2).collect::<String>().as_str()))).collect();
+    let loader = common::ui_loader();
+    for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
+        let checked = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
+        for d in mpipe::diagnose(&checked, mpipe::Depth::Build) {
+            words.entry(d.code).or_default().extend(terms(&d.message));
+        }
+    }
+    words
+}
+
+fn terms(text: &str) -> BTreeSet<String> {
+    const COMMON: &[&str] = &[
+        "that",
+        "with",
+        "this",
+        "than",
+        "does",
+        "from",
+        "have",
+        "their",
+        "other",
+        "otherwise",
+        "when",
+        "which",
+        "what",
+        "where",
+        "would",
+        "must",
+        "also",
+        "only",
+        "each",
+        "every",
+        "some",
+        "more",
+        "plan",
+        "mpipec",
+    ];
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() >= 4 && !COMMON.contains(&w.to_ascii_lowercase().as_str()))
+        .map(|w| w.to_ascii_lowercase().chars().take(4).collect())
+        .collect()
+}
+
+/// Every `what it is (E0202)` in the documents names the code that says so: the words of the
+/// clause before the parenthesis share no fewer with that code's summary and messages than with
+/// any other code of its family (E02xx), the codes one mixes up.
+#[test]
+fn codes_in_the_documents_name_what_they_mean() {
+    let vocabulary = vocabulary();
+    let mut wrong = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap().replace('\n', " ");
+        for (open, _) in text.match_indices('(') {
+            let inside = &text[open + 1..open + 1 + text[open + 1..].find(')').unwrap_or(0)];
+            let codes: Vec<Code> = inside
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .take_while(|w| Code::parse(w).is_some())
+                .filter_map(Code::parse)
+                .collect();
+            if codes.is_empty() {
+                continue;
+            }
+            let clause_start = text[..open].rfind([',', ';', '(', '.']).map_or(0, |i| i + 1);
+            let clause = terms(&text[clause_start..open]);
+            let score = |c: &Code| vocabulary[c].intersection(&clause).count();
+            // Codes of one family (E02xx) are the ones a writer mixes up.
+            let family = |c: &Code| c.as_str()[..3].to_string();
+            let best = |c: &Code| Code::ALL.iter().filter(|o| family(o) == family(c)).map(score).max().unwrap_or(0);
+            for code in &codes {
+                // A clause of one word (`and warns`) says too little to judge.
+                if codes.len() == 1 && clause.len() >= 2 && score(code) < best(code) {
+                    wrong.push(format!(
+                        "{}: `{}` ({})",
+                        doc.file_name().unwrap().to_string_lossy(),
+                        text[clause_start..open].trim(),
+                        code.as_str()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "codes that do not mean what the text around them says:\n{}", wrong.join("\n"));
 }

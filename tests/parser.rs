@@ -115,3 +115,12 @@ fn spans_point_at_the_source() {
     let llm = &cut.regions[1].segments[0].part;
     assert_eq!(&text[llm.span.range()], "llm");
 }
+
+#[test]
+fn a_byte_order_mark_is_skipped_and_spans_still_point_at_the_source() {
+    let text = "\u{FEFF}cut enc | llm;";
+    let m = module(text);
+    let Item::Cut(cut) = &m.items[0] else { panic!() };
+    assert_eq!(&text[cut.regions[1].segments[0].part.span.range()], "llm");
+    fails("cut \u{FEFF}enc;");
+}

@@ -98,8 +98,10 @@ fn fixes_leave_plans_that_check() {
                 Depth::Build,
             );
             let (was, now) = (errors(&before), errors(&after));
+            // A fixture may show one code twice (two invalid choices); the fixed one is gone.
+            let still = after.iter().any(|d| d.code == diagnostic.code && d.message == diagnostic.message);
             assert!(
-                !now.contains(&diagnostic.code) && now.is_subset(&was),
+                !still && now.is_subset(&was),
                 "{key}: the fix of {:?} leaves {now:?} (before: {was:?}):\n{text}",
                 diagnostic.code
             );

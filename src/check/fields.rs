@@ -9,7 +9,7 @@ use crate::ast::{self, DefKind, Entry, ValueKind};
 use crate::error::{Error, FieldError, ImportError};
 use crate::resolve::{DefId, kind_word};
 use crate::span::Span;
-use crate::suggest::did_you_mean;
+use crate::suggest::{did_you_mean, did_you_mean_or_longer};
 use crate::units::{self, Dimension};
 
 /// The largest count any field accepts.
@@ -139,7 +139,13 @@ impl Ctx<'_> {
         for entry in &block.entries {
             let key = entry.key();
             let Some(spec) = schema.field(&key.name) else {
-                let suggestion = did_you_mean(&key.name, schema.fields.iter().map(|f| f.name));
+                // A field the block already sets is no fix for a misspelt one: it would be set
+                // twice. An override (another file) replaces the field it names, so it may.
+                let written = |name: &str| {
+                    block.entries.iter().any(|e| e.key().name == name && e.key().span.file == key.span.file)
+                };
+                let unwritten = schema.fields.iter().map(|f| f.name).filter(|f| !written(f));
+                let suggestion = did_you_mean_or_longer(&key.name, unwritten);
                 self.error(Error::Field(FieldError::UnknownField {
                     span: key.span,
                     field: key.name.clone(),
@@ -192,7 +198,7 @@ impl Ctx<'_> {
         fields
     }
 
-    fn value(&mut self, module: usize, value: &ast::Value, ty: Ty, field: &str) -> Option<Val> {
+    fn value(&mut self, module: usize, value: &ast::Value, ty: Ty, field: &'static str) -> Option<Val> {
         let wrong = |expected: String| {
             Error::Field(FieldError::WrongType { span: value.span, expected, found: describe(value), defined_at: None })
         };
@@ -255,7 +261,7 @@ impl Ctx<'_> {
                 }
             },
             (Ty::Ref(kinds), ValueKind::Name(n)) => self.reference(module, n, kinds).map(Val::Ref),
-            (Ty::Path, ValueKind::String(path)) => self.read_file(module, value.span, path),
+            (Ty::Path, ValueKind::String(path)) => self.read_file(module, value.span, field, path),
             (ty, _) => {
                 self.error(wrong(ty.describe()));
                 None
@@ -289,6 +295,11 @@ impl Ctx<'_> {
     pub fn count(&mut self, span: Span, q: &ast::Quantity, min: u64) -> Option<u64> {
         self.unitless(span, q)?;
         // 2^32 is past every real cluster, model and batch, and keeps products of counts exact.
+        if q.value.fract() != 0.0 && q.value.abs() <= MAX_COUNT as f64 {
+            let near = ((q.value.floor() as u64).max(min), (q.value.ceil() as u64).max(min));
+            self.error(Error::Field(FieldError::NotWhole { span, written: q.digits.clone(), near }));
+            return None;
+        }
         if q.value.fract() != 0.0 || q.value < min as f64 || q.value > MAX_COUNT as f64 {
             let requirement = if min == 0 { "a whole number up to 2^32" } else { "a whole number from 1 to 2^32" };
             self.error(Error::Field(FieldError::OutOfRange {
@@ -328,7 +339,7 @@ impl Ctx<'_> {
     }
 
     /// A data file named relative to the module's file, read through the loader.
-    fn read_file(&mut self, module: usize, span: Span, path: &str) -> Option<Val> {
+    fn read_file(&mut self, module: usize, span: Span, field: &'static str, path: &str) -> Option<Val> {
         let loader = self.loader?;
         let from = self.program.modules[module].key.clone();
         let resolved = match loader.resolve(&from, path) {
@@ -338,14 +349,21 @@ impl Ctx<'_> {
                 return None;
             }
             Err(crate::resolve::loader::ResolveError::NotFound(reason)) => {
-                self.error(Error::Import(ImportError::FileNotFound { span, path: path.into(), reason }));
+                self.error(Error::Import(ImportError::DataFileNotFound { span, field, path: path.into(), reason }));
                 return None;
             }
         };
-        match loader.read(&resolved.key).map(|b| String::from_utf8_lossy(&b).into_owned()) {
-            Ok(text) => Some(Val::File(resolved.display, text)),
+        let bytes = match loader.read(&resolved.key) {
+            Ok(bytes) => bytes,
             Err(reason) => {
-                self.error(Error::Import(ImportError::FileNotFound { span, path: path.into(), reason }));
+                self.error(Error::Import(ImportError::DataFileNotFound { span, field, path: path.into(), reason }));
+                return None;
+            }
+        };
+        match String::from_utf8(bytes).ok().filter(|text| !text.contains('\0')) {
+            Some(text) => Some(Val::File(resolved.display, text)),
+            None => {
+                self.error(Error::Import(ImportError::DataFileNotText { span, field, path: path.into() }));
                 None
             }
         }

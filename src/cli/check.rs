@@ -86,10 +86,7 @@ pub fn plan_of(mut checked: Compiled, path: &Path, reporter: &mut Reporter) -> R
         Some(plan) => Ok((checked, plan)),
         None => {
             if !checked.has_errors() {
-                reporter.plain_error(&format!(
-                    "`{}` defines no plan: a plan needs model, cluster, batch, cut and schedule",
-                    path.display()
-                ));
+                reporter.plain_error(&no_plan(path));
             }
             reporter.finish();
             Err(EXIT_INPUT)
@@ -97,12 +94,23 @@ pub fn plan_of(mut checked: Compiled, path: &Path, reporter: &mut Reporter) -> R
     }
 }
 
+fn no_plan(path: &Path) -> String {
+    format!("`{}` defines no plan: a plan needs model, cluster, batch, cut and schedule", path.display())
+}
+
 pub fn run(global: &Global, files: &[PathBuf]) -> u8 {
     let mut reporter = Reporter::new(global);
     let mut io_failed = false;
     for path in files {
         match load(global, path) {
-            Ok(checked) => reporter.emit(&mpipe::diagnose(&checked, Depth::Build), &checked.program.sources),
+            Ok(checked) => {
+                reporter.emit(&mpipe::diagnose(&checked, Depth::Build), &checked.program.sources);
+                // A file of definitions checks; one that defines nothing is no plan, as `build` says.
+                let empty = checked.program.modules[0].ast.as_ref().is_some_and(|m| m.items.is_empty());
+                if empty && !checked.has_errors() {
+                    reporter.plain_error(&no_plan(path));
+                }
+            }
             Err(message) => {
                 reporter.plain_error(&message);
                 io_failed = true;

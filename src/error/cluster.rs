@@ -3,7 +3,7 @@
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 
-use super::{d, did_you_mean};
+use super::{d, suggest};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClusterError {
@@ -35,9 +35,12 @@ impl ClusterError {
                     ))
                     .help("use fewer microbatches or pipeline stages; real plans need far fewer")
             }
-            UnknownTarget { span, name, suggestion, targets } => d(Code::E0316, format!("unknown target `{name}`"))
-                .primary(*span, "not a backend")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("targets: {}", targets.join(", ")))),
+            UnknownTarget { span, name, suggestion, targets } => suggest(
+                d(Code::E0316, format!("unknown target `{name}`")).primary(*span, "not a backend"),
+                *span,
+                suggestion,
+                || format!("targets: {}", targets.join(", ")),
+            ),
         }
     }
 }

@@ -3,7 +3,7 @@
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 
-use super::{d, did_you_mean};
+use super::{d, suggest};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum CutError {
@@ -36,12 +36,14 @@ impl CutError {
     pub fn to_diagnostic(&self) -> Diagnostic {
         use CutError::*;
         match self {
-            UnknownPart { span, name, model, suggestion } => d(Code::E0301, format!("the model has no part `{name}`"))
-                .primary(*span, "not a part of the model")
-                .secondary(*model, "parts are defined here")
-                .help(
-                    did_you_mean(suggestion).unwrap_or_else(|| "a cut names the model's parts in depth order".into()),
-                ),
+            UnknownPart { span, name, model, suggestion } => suggest(
+                d(Code::E0301, format!("the model has no part `{name}`"))
+                    .primary(*span, "not a part of the model")
+                    .secondary(*model, "parts are defined here"),
+                *span,
+                suggestion,
+                || "a cut names the model's parts in depth order".into(),
+            ),
             CutOutOfOrder { span, previous, detail } => d(Code::E0302, "cut regions are out of order or overlap")
                 .primary(*span, detail.clone())
                 .secondary(*previous, "after this")

@@ -4,7 +4,7 @@ use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 use crate::units::Dimension;
 
-use super::{d, did_you_mean, grouped, list};
+use super::{d, grouped, list, suggest};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum FieldError {
@@ -57,6 +57,13 @@ pub enum FieldError {
         what: String,
         requirement: String,
     },
+    /// A count written with a fraction (`pp = 2.5`): the wrong kind of number, not too large.
+    NotWhole {
+        span: Span,
+        written: String,
+        /// The whole numbers either side that the field allows.
+        near: (u64, u64),
+    },
     /// A count that must divide another (`kv_heads` of `heads`, `ep` of `dp`, `images` of
     /// `image_tokens`): the fix writes the nearest divisor.
     NotADivisor {
@@ -101,12 +108,12 @@ impl FieldError {
                     None => diag,
                 }
             }
-            UnknownField { span, field, context, suggestion } => {
-                d(Code::E0202, format!("unknown field `{field}` in {context}")).primary(*span, "unknown field").help(
-                    did_you_mean(suggestion)
-                        .unwrap_or_else(|| format!("remove it; `mpipec explain E0202` lists the fields of {context}")),
-                )
-            }
+            UnknownField { span, field, context, suggestion } => suggest(
+                d(Code::E0202, format!("unknown field `{field}` in {context}")).primary(*span, "unknown field"),
+                *span,
+                suggestion,
+                || format!("remove it; `mpipec explain E0202` lists the fields of {context}"),
+            ),
             MissingField { span, field, context, hint } => {
                 d(Code::E0203, format!("missing field `{field}` in {context}"))
                     .primary(*span, format!("`{field}` is required here"))
@@ -143,11 +150,12 @@ impl FieldError {
                 };
                 d(Code::E0205, message).primary(*span, label).help(help)
             }
-            UnknownUnit { span, unit, suggestion } => d(Code::E0206, format!("unknown unit `{unit}`"))
-                .primary(*span, "not a unit mpipec knows")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| {
-                    "units: B, KB, MB, GB, TB, KiB…TiB, GB/s, Gbit/s, ns, us, ms, s, TFLOP/s, FLOP".into()
-                })),
+            UnknownUnit { span, unit, suggestion } => suggest(
+                d(Code::E0206, format!("unknown unit `{unit}`")).primary(*span, "not a unit mpipec knows"),
+                *span,
+                suggestion,
+                || "units: B, KB, MB, GB, TB, KiB…TiB, GB/s, Gbit/s, ns, us, ms, s, TFLOP/s, FLOP".into(),
+            ),
             CountSuffix { span, written, readings } => {
                 let help = match readings {
                     Some((decimal, binary)) if decimal != binary => format!(
@@ -160,6 +168,15 @@ impl FieldError {
                 d(Code::E0205, format!("`{written}` is not a number mpipec reads"))
                     .primary(*span, "a count takes no suffix")
                     .help(help)
+            }
+            NotWhole { span, written, near: (below, above) } => {
+                d(Code::E0201, format!("`{written}` is not a whole number"))
+                    .primary(*span, "a count has no fraction")
+                    .help(if below == above {
+                        format!("write a whole number, such as `{below}`")
+                    } else {
+                        format!("write a whole number, such as `{below}` or `{above}`")
+                    })
             }
             OutOfRange { span, what, requirement } => d(Code::E0207, format!("{what} is out of range"))
                 .primary(*span, format!("must be {requirement}"))
@@ -177,11 +194,13 @@ impl FieldError {
                 .primary(*span, "again here")
                 .secondary(*first, "first here")
                 .help(format!("a plan has one `{section}`; merge them")),
-            InvalidChoice { span, what, found, choices, suggestion } => {
+            InvalidChoice { span, what, found, choices, suggestion } => suggest(
                 d(Code::E0210, format!("`{found}` is not a valid {what}"))
-                    .primary(*span, format!("expected {}", list(choices)))
-                    .help(did_you_mean(suggestion).unwrap_or_else(|| format!("write one of {}", list(choices))))
-            }
+                    .primary(*span, format!("expected {}", list(choices))),
+                *span,
+                suggestion,
+                || format!("write one of {}", list(choices)),
+            ),
         }
     }
 }

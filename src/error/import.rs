@@ -3,7 +3,7 @@
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 
-use super::{d, did_you_mean};
+use super::{d, suggest};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ImportError {
@@ -16,6 +16,20 @@ pub enum ImportError {
         span: Span,
         path: String,
         reason: String,
+    },
+    /// A data file a field names (`image_histogram`), not found or unreadable; `span` is the
+    /// field's value.
+    DataFileNotFound {
+        span: Span,
+        field: &'static str,
+        path: String,
+        reason: String,
+    },
+    /// A data file whose bytes are not text (not UTF-8, or with NUL bytes).
+    DataFileNotText {
+        span: Span,
+        field: &'static str,
+        path: String,
     },
     ImportCycle {
         span: Span,
@@ -69,31 +83,52 @@ impl ImportError {
     pub fn to_diagnostic(&self) -> Diagnostic {
         use ImportError::*;
         match self {
-            ModuleNotFound { span, path, suggestion } => d(Code::E0101, format!("unknown module `{path}`"))
-                .primary(*span, "no such module")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| {
+            ModuleNotFound { span, path, suggestion } => suggest(
+                d(Code::E0101, format!("unknown module `{path}`")).primary(*span, "no such module"),
+                *span,
+                suggestion,
+                || {
                     "the standard library has `std::hardware` and `std::models`; files are imported as `use \"file.mpipe\"::{name};`".into()
-                })),
+                },
+            ),
             FileNotFound { span, path, reason } => d(Code::E0102, format!("cannot read imported file `{path}`"))
                 .primary(*span, reason.clone())
                 .help("paths in `use \"…\"` are relative to the file that contains the `use`"),
+            DataFileNotFound { span, field, path, reason } => {
+                d(Code::E0102, format!("cannot read `{path}`, the `{field}` of this plan"))
+                    .primary(*span, reason.clone())
+                    .help(format!(
+                        "`{field}` names a file relative to the file that names it; check the path, or remove `{field}`"
+                    ))
+            }
+            DataFileNotText { span, field, path } => d(Code::E0002, format!("`{path}` is not a text file"))
+                .primary(*span, "this file holds bytes that are not UTF-8 text")
+                .help(format!("`{field}` names a text file of `tokens,weight` lines, such as `1024,0.5`")),
             ImportCycle { span, chain } => d(Code::E0103, "import cycle")
                 .primary(*span, "this import closes the cycle")
                 .note(format!("cycle: {}", chain.join(" -> ")))
                 .help("move the shared definitions into a file that neither imports"),
-            ItemNotInModule { span, item, module, suggestion } => d(Code::E0104, format!("`{item}` is not defined in `{module}`"))
-                .primary(*span, "not found in this module")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("see the definitions of `{module}` for the names it provides"))),
-            UnknownName { span, name, expected, suggestion, import_from } => d(Code::E0105, format!("cannot find {expected} `{name}`"))
-                .primary(*span, "not defined or imported")
-                .help(match (import_from, did_you_mean(suggestion)) {
-                    (Some((module, found)), _) if found == name => format!("import it: `use {module}::{name};`"),
-                    (_, Some(similar)) => similar,
-                    (Some((module, found)), None) => {
-                        format!("did you mean `{module}::{found}`? import it, `use {module}::{found};`, and write `{found}`")
+            ItemNotInModule { span, item, module, suggestion } => suggest(
+                d(Code::E0104, format!("`{item}` is not defined in `{module}`"))
+                    .primary(*span, "not found in this module"),
+                *span,
+                suggestion,
+                || format!("see the definitions of `{module}` for the names it provides"),
+            ),
+            UnknownName { span, name, expected, suggestion, import_from } => {
+                let diag = d(Code::E0105, format!("cannot find {expected} `{name}`"))
+                    .primary(*span, "not defined or imported");
+                match (import_from, suggestion) {
+                    (Some((module, found)), _) if found == name => {
+                        diag.help(format!("import it: `use {module}::{name};`"))
                     }
-                    (None, None) => format!("define `{name}` in this file or import it with `use`"),
-                }),
+                    (_, Some(_)) => suggest(diag, *span, suggestion, String::new),
+                    (Some((module, found)), None) => diag.help(format!(
+                        "did you mean `{module}::{found}`? import it, `use {module}::{found};`, and write `{found}`"
+                    )),
+                    (None, None) => diag.help(format!("define `{name}` in this file or import it with `use`")),
+                }
+            }
             DuplicateDefinition { span, name, first } => d(Code::E0106, format!("`{name}` is defined more than once"))
                 .primary(*span, "defined again here")
                 .secondary(*first, "first defined here")

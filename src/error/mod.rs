@@ -6,6 +6,7 @@
 //! from them.
 
 use crate::diagnostics::{Code, Diagnostic};
+use crate::span::Span;
 
 mod backend;
 mod cluster;
@@ -43,8 +44,18 @@ fn d(code: Code, message: impl Into<String>) -> Diagnostic {
     Diagnostic::error(code, message)
 }
 
-fn did_you_mean(suggestion: &Option<String>) -> Option<String> {
-    suggestion.as_ref().map(|s| format!("did you mean `{s}`?"))
+/// "Did you mean" as help, with the fix that writes the suggestion over `span`; without a
+/// suggestion, the help `otherwise` gives.
+fn suggest(
+    diag: Diagnostic,
+    span: Span,
+    suggestion: &Option<String>,
+    otherwise: impl FnOnce() -> String,
+) -> Diagnostic {
+    match suggestion {
+        Some(s) => diag.help(format!("did you mean `{s}`?")).fix(span, s.clone()),
+        None => diag.help(otherwise()),
+    }
 }
 
 /// `8192` as `8_192`: the digit grouping the language accepts.

@@ -3,7 +3,7 @@
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 
-use super::{count, d, did_you_mean};
+use super::{count, d, suggest};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ScheduleError {
@@ -98,9 +98,12 @@ impl ScheduleError {
                 .primary(*span, format!("expected {}, one per region", count(*regions, "skeleton")))
                 .secondary(*cut, format!("the cut has {}", count(*regions, "region")))
                 .help("give exactly one skeleton per region, in the cut's order"),
-            UnknownSkeleton { span, name, suggestion } => d(Code::E0306, format!("unknown skeleton `{name}`"))
-                .primary(*span, "not a skeleton")
-                .help(did_you_mean(suggestion).unwrap_or_else(|| format!("skeletons: {}", crate::algebra::skeleton::NAMES.join(", ")))),
+            UnknownSkeleton { span, name, suggestion } => suggest(
+                d(Code::E0306, format!("unknown skeleton `{name}`")).primary(*span, "not a skeleton"),
+                *span,
+                suggestion,
+                || format!("skeletons: {}", crate::algebra::skeleton::NAMES.join(", ")),
+            ),
             BadSkeletonArgument { span, skeleton, message, help } => d(Code::E0307, format!("invalid argument to `{skeleton}`"))
                 .primary(*span, message.clone())
                 .help(help.clone()),

@@ -83,23 +83,33 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Er
         pest::error::InputLocation::Pos(p) => (p, p),
         pest::error::InputLocation::Span((s, e)) => (s, e),
     };
-    let found = describe_found(&text[start..]);
-    let end = if end > start { end } else { start + found.1 };
     let mut expected: Vec<&'static str> = match &error.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => {
             positives.iter().filter_map(|r| describe(*r)).collect()
         }
         pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
     };
+    let (mut start, mut end) = (start, end);
     if let Some(attempts) = error.parse_attempts() {
         // `ParsingToken` is not exported by pest; its Display is the literal itself.
-        for token in attempts.expected_tokens() {
-            let token = token.to_string();
-            if let Some(p) = PUNCTUATION.iter().find(|(t, _)| *t == token) {
-                expected.push(p.1);
-            }
+        let tokens: Vec<&'static str> = attempts
+            .expected_tokens()
+            .iter()
+            .filter_map(|token| PUNCTUATION.iter().find(|(t, _)| *t == token.to_string()).map(|p| p.1))
+            .collect();
+        // A literal tried further on than the rules (the `::` after `use "x.mpipe"`) is where
+        // the text went wrong; the rules' alternatives belong to where the statement began.
+        if attempts.max_position > start && !tokens.is_empty() {
+            (start, end) = (attempts.max_position, attempts.max_position);
+            expected.clear();
         }
+        expected.extend(tokens);
     }
+    if let Some(found) = misspelling(file, text, start) {
+        return found;
+    }
+    let found = describe_found(&text[start..]);
+    let end = if end > start { end } else { start + found.1 };
     if expected.contains(&"a field name") {
         // Inside a block `}` is always possible; pest records only the alternative it tried last.
         expected.push("`}`");
@@ -110,7 +120,55 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Er
         return Error::Input(InputError::MissingSemicolon { span: Span::new(file, end, end) });
     }
     let unclosed = limits::unclosed(text).filter(|&o| o < start).map(|o| Span::new(file, o, o + 1));
-    Error::Input(InputError::Syntax { span: Span::new(file, start, end), expected, found: found.0, unclosed })
+    let statement = expected.contains(&"`schedule`").then(|| word_at(&text[start..])).flatten();
+    let suggestion = statement.and_then(|w| crate::suggest::did_you_mean(w, STATEMENT_WORDS.iter().copied()));
+    Error::Input(InputError::Syntax {
+        span: Span::new(file, start, end),
+        expected,
+        found: found.0,
+        unclosed,
+        suggestion,
+    })
+}
+
+/// The words that begin an item, for "did you mean" on a misspelled one (`schedul`).
+const STATEMENT_WORDS: &[&str] =
+    &["use", "hardware", "encoder", "decoder", "model", "cluster", "batch", "cut", "schedule", "owner", "target"];
+
+/// The word (digits, ASCII letters, `_` and `.`) that `text` ends with.
+fn word_before(text: &str) -> Option<&str> {
+    text.rsplit(|c: char| !(c.is_ascii_alphanumeric() || "_.".contains(c))).next()
+}
+
+/// The ASCII word at the start of `rest`, if one is there.
+fn word_at(rest: &str) -> Option<&str> {
+    let len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    (len > 0).then(|| &rest[..len])
+}
+
+/// Two mistakes whose cause is plain from the text where parsing stopped: a space between a
+/// number and its unit (`12 GB`), and a letter outside ASCII in a name (`vlmé`).
+fn misspelling(file: FileId, text: &str, start: usize) -> Option<Error> {
+    let rest = &text[start..];
+    // pest stops before the space or after it, depending on what it tried last.
+    let before = text[..start].trim_end_matches([' ', '\t']);
+    let after = rest.trim_start_matches([' ', '\t']);
+    let gap = Span::new(file, before.len(), text.len() - after.len());
+    let unit = after.split(|c: char| !(c.is_ascii_alphabetic() || c == '/' || c == '%')).next().unwrap_or("");
+    let number = word_before(before).filter(|n| n.starts_with(|c: char| c.is_ascii_digit()));
+    if let Some(number) = number.filter(|_| gap.end > gap.start && crate::units::lookup(unit).is_some()) {
+        return Some(Error::Input(InputError::SpacedUnit { span: gap, number: number.into(), unit: unit.into() }));
+    }
+    let number = word_before(&text[..start]);
+    let c = rest.chars().next()?;
+    if !c.is_ascii() && c.is_alphanumeric() {
+        let name_start = start - number.map_or(0, str::len);
+        let len =
+            text[name_start..].find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(text.len() - name_start);
+        let span = Span::new(file, name_start, name_start + len);
+        return Some(Error::Input(InputError::NonAsciiName { span, name: text[name_start..name_start + len].into() }));
+    }
+    None
 }
 
 /// Where a `;` is missing when the parser, wanting one, stopped on a later line than the last
