@@ -30,11 +30,12 @@ pub fn files_under(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out
 }
 
-/// All of tests/ui in memory, keyed by path relative to tests/ui.
+/// All of tests/ui in memory (plans, and the histograms they name), keyed by path relative
+/// to tests/ui.
 pub fn ui_loader() -> MemoryLoader {
     let ui = root().join("tests/ui");
     let mut loader = MemoryLoader::new();
-    for path in files_under(&ui, "mpipe") {
+    for path in files_under(&ui, "mpipe").into_iter().chain(files_under(&ui, "csv")) {
         let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
         loader.insert(&key, &String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
     }
