@@ -5,6 +5,8 @@
 //! backend, allowed its nearest plan, emits files under its own directory or refuses with E0402;
 //! fmt is idempotent on what it accepts; a `--set` flag is applied whole or refused with a code.
 
+use crate::backend::{Request, Target};
+use crate::driver;
 use crate::resolve::loader::MemoryLoader;
 
 fn text_of(data: &[u8]) -> Option<&str> {
@@ -96,26 +98,28 @@ pub fn pipeline(data: &[u8]) {
     if plan.cluster.pp.saturating_mul(plan.batch.microbatches) > PIPELINE_FUZZ_SIZE {
         return;
     }
-    let built = match crate::driver::build(plan) {
-        Ok(b) => b,
+    let requests: Vec<Request> =
+        Target::ALL.iter().map(|&target| Request { target, nearest: true, span: None }).collect();
+    let products = match driver::produce(plan, &requests, driver::Make::Files, &|| true) {
+        Ok(products) => products.expect("nothing cancels this build"),
         Err(e) => panic!("a checked plan failed validation: {:?}", e.problems),
     };
-    let sim = built.evaluate();
+    let sim = products.built.evaluate();
     assert!(sim.report.step_time_s.is_finite() && sim.report.step_time_s >= 0.0);
     assert!(sim.report.step_time_s + 1e-9 >= sim.report.lower_bound_s * (1.0 - 1e-9));
-    for target in crate::backend::Target::ALL {
-        let request = crate::backend::Request { target, nearest: true, span: None };
-        match crate::backend::emit(request, &built) {
-            Ok(emitted) => assert!(
-                !emitted.artifacts.is_empty() && emitted.artifacts.iter().all(|a| a.path.starts_with(target.name())),
-                "{} wrote outside its directory",
-                target.name()
-            ),
-            Err(diagnostics) => assert!(
-                diagnostics.iter().all(|d| d.code == crate::diagnostics::Code::E0402),
-                "with nearest, {} can only refuse with E0402: {diagnostics:?}",
-                target.name()
-            ),
+    for answer in &products.answers {
+        let name = answer.target.name();
+        if answer.refused {
+            assert!(
+                answer.diagnostics.iter().all(|d| d.code == crate::diagnostics::Code::E0402),
+                "with nearest, {name} can only refuse with E0402: {:?}",
+                answer.diagnostics
+            );
+        } else {
+            assert!(
+                !answer.artifacts.is_empty() && answer.artifacts.iter().all(|a| a.path.starts_with(name)),
+                "{name} wrote outside its directory"
+            );
         }
     }
 }

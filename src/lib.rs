@@ -7,9 +7,11 @@ pub mod algebra;
 pub mod ast;
 pub mod backend;
 pub mod bench;
+pub mod built;
 pub mod catalog;
 pub mod check;
 pub mod cost;
+pub mod data;
 pub mod derive;
 pub mod diagnostics;
 pub mod driver;
@@ -23,7 +25,9 @@ pub mod ir;
 pub mod outputs;
 pub mod overrides;
 pub mod parse;
+pub mod picture;
 pub mod plan;
+pub mod plot;
 pub mod random;
 pub mod resolve;
 pub mod sim;
@@ -77,20 +81,13 @@ fn build_passes(
     seen: &mut dyn FnMut(&Built),
 ) -> Option<Vec<Diagnostic>> {
     let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
-    if !wanted() {
-        return None;
-    }
-    let Ok(built) = driver::build(plan) else { return Some(Vec::new()) };
-    seen(&built);
-    if !wanted() {
-        return None;
-    }
-    let mut all = built.diagnostics();
-    for request in backend::requests(plan, &[], false).unwrap_or_default() {
-        if !wanted() {
-            return None;
+    let requests = backend::requests(plan, &[], false).unwrap_or_default();
+    match driver::produce(plan, &requests, driver::Make::Diagnostics, wanted) {
+        Ok(products) => {
+            let products = products?;
+            seen(&products.built);
+            Some(products.diagnostics())
         }
-        all.extend(backend::diagnostics(request, &built));
+        Err(_) => Some(Vec::new()),
     }
-    Some(all)
 }

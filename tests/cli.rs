@@ -75,12 +75,14 @@ fn fixtures_give_the_library_diagnostics_in_check_and_build() {
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
         let lib = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
         let shown = format!("tests/ui/{key}");
+        let folder = key.rsplit_once('/').map_or("", |(f, _)| f);
         let want: Vec<Said> = mpipe::diagnose(&lib, mpipe::Depth::Build)
             .iter()
             .map(|d| {
                 (
                     d.code.as_str().to_string(),
-                    d.message.replace(&key, &shown),
+                    // Files the fixture names beside it (a histogram) are shown from tests/ui too.
+                    d.message.replace(&key, &shown).replace(&format!("`{folder}/"), &format!("`tests/ui/{folder}/")),
                     d.labels.iter().flat_map(|l| [l.span.start as u64, l.span.end as u64]).collect(),
                 )
             })

@@ -11,46 +11,8 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
-use common::root;
-
-fn python() -> &'static str {
-    static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out = Command::new(root().join("scripts/torch-env")).output().expect("running scripts/torch-env");
-        assert!(out.status.success(), "scripts/torch-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
-}
-
-/// How many verify runs go at once: each is several processes already.
-const RUNS_AT_ONCE: usize = 2;
-static RUNNING: Mutex<usize> = Mutex::new(0);
-static FREED: Condvar = Condvar::new();
-
-/// A place among the RUNS_AT_ONCE runs, held until dropped.
-struct Turn;
-
-fn turn() -> Turn {
-    let mut running = lock(&RUNNING);
-    while *running >= RUNS_AT_ONCE {
-        running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
-    }
-    *running += 1;
-    Turn
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        *lock(&RUNNING) -= 1;
-        FREED.notify_one();
-    }
-}
-
-fn lock(m: &Mutex<usize>) -> MutexGuard<'_, usize> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use common::{root, torch_python as python, torch_turn as turn};
 
 fn verify(plan: &str, procs: u64, sets: &[String], env: &[(&str, &str)]) -> Output {
     verify_with(plan, &["--procs", &procs.to_string()], sets, env)

@@ -74,7 +74,7 @@ pub fn miniature_config(plan: &Plan) -> serde_json::Value {
 }
 
 /// What each global layer of the plan's model is, in the plan's order of parts.
-fn kinds(plan: &Plan) -> Vec<serde_json::Value> {
+pub fn kinds(plan: &Plan) -> Vec<serde_json::Value> {
     let mut kinds = Vec::new();
     for part in &plan.model.parts {
         let n = part.arch.layers();

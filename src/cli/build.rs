@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mpipe::outputs::{Output, PlanFormat};
+use mpipe::driver::Make;
+use mpipe::outputs::PlanFormat;
 
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
@@ -49,39 +50,29 @@ pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
 /// runs and `mpipec bench` times. `Ok` holds the files written.
 pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
     let (checked, plan_spec) = super::check::load_plan(global, plan, reporter)?;
-    let built = mpipe::driver::build(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
-    reporter.emit(&built.diagnostics(), &checked.program.sources);
     let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
-            reporter
-                .plain_error(&format!("unknown target `{unknown}`: targets are {}", mpipe::plan::TARGETS.join(", ")));
+            reporter.plain_error(&format!(
+                "unknown target `{unknown}`: targets are {}",
+                mpipe::plan::Target::NAMES.join(", ")
+            ));
             reporter.finish();
             return Err(EXIT_USAGE);
         }
     };
+    let products = mpipe::driver::produce(&plan_spec, &requests, Make::Files, &|| true)
+        .map_err(|invalid| internal_error(&invalid))?
+        .expect("a build nobody cancels runs to the end");
+    reporter.emit(&products.diagnostics(), &checked.program.sources);
     // Every target is emitted (or refused) before anything is written: one that cannot run
     // the plan leaves the output directory as it was.
-    let mut files: Vec<Output> = mpipe::outputs::outputs(&built, request.format);
-    let mut failed = false;
-    for target in requests {
-        match mpipe::backend::emit(target, &built) {
-            Ok(emitted) => {
-                reporter.emit(&emitted.diagnostics, &checked.program.sources);
-                files.extend(emitted.artifacts.into_iter().map(Output::from));
-            }
-            Err(diagnostics) => {
-                reporter.emit(&diagnostics, &checked.program.sources);
-                failed = true;
-            }
-        }
-    }
-    if failed {
+    if products.refused() {
         reporter.finish();
         eprintln!("nothing was written to {}", request.out.display());
         return Err(EXIT_INPUT);
     }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let files = products.files(request.format);
     let names: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
     if let Err(message) = output::write_atomically(request.out, files, request.force) {
         reporter.plain_error(&message);

@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod check;
+mod data;
 mod explain;
 mod format;
 mod loader;
@@ -15,6 +16,7 @@ mod report;
 mod sim;
 mod stdlib;
 mod sweep;
+mod train;
 mod tune;
 mod verify;
 
@@ -73,6 +75,58 @@ pub enum TuneObjective {
     #[value(name = "step_time")]
     StepTime,
     Mfu,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ProcessorArg {
+    /// Qwen2.5-VL: smart_resize to 28-px multiples within --min-pixels..--max-pixels, 14-px
+    /// patches, 2x2 merged
+    #[value(name = "qwen2_5_vl")]
+    Qwen25Vl,
+    /// LLaVA-OneVision: anyres, a 384-px base view and tiles of the best grid, 729 tokens each
+    Llava,
+    /// InternVL: up to 12 448-px tiles and a thumbnail, 1024 encoder tokens each
+    Internvl,
+}
+
+#[derive(Subcommand)]
+enum DataCommand {
+    /// Read a LLaVA-format JSONL dataset (image sizes from the image headers), count each
+    /// sample's image tokens under a model's image processor, pack samples into microbatches as
+    /// `mpipec train` does, and summarise; with -o, write the `tokens,weight` histogram a plan's
+    /// `image_histogram` names, and its picture beside it (.svg)
+    Stats {
+        /// The dataset: one JSON object a line, {"image" | "images", "conversations"}
+        file: std::path::PathBuf,
+        /// Whose image processor counts the tokens
+        #[arg(long, value_enum)]
+        processor: ProcessorArg,
+        /// Refuse a sample whose LLM sequence is certainly longer than this (its image tokens and
+        /// a token per word of its text)
+        #[arg(long)]
+        seq_len: Option<u64>,
+        /// The folder image paths are relative to (default: the dataset's own)
+        #[arg(long, value_name = "DIR")]
+        images: Option<std::path::PathBuf>,
+        /// Samples per microbatch (the plan's micro_batch_size)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        micro_batch_size: u64,
+        /// Round each microbatch's tokens up to a multiple of this (fewer, coarser bins)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        bin: u64,
+        /// Seed of the shuffle that forms microbatches of more than one sample
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Qwen2.5-VL's min_pixels (default: the checkpoints' preprocessor config)
+        #[arg(long, default_value_t = mpipe::data::processor::QWEN_MIN_PIXELS)]
+        min_pixels: u64,
+        /// Qwen2.5-VL's max_pixels (default: the checkpoints' preprocessor config)
+        #[arg(long, default_value_t = mpipe::data::processor::QWEN_MAX_PIXELS)]
+        max_pixels: u64,
+        /// Write the histogram here (CSV) and its picture beside it, with the extension .svg
+        #[arg(short, long, value_name = "HIST.csv")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -177,6 +231,11 @@ enum Command {
     },
     /// Run the language server over stdio (for editors)
     Lsp,
+    /// Training data: `data stats` counts a dataset's image tokens into a plan's histogram
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
     /// Print the long explanation of a diagnostic code, or list every code
     Explain {
         /// A diagnostic code, such as E0305 (printed with every diagnostic)
@@ -261,6 +320,10 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "profile")]
         prepare: Option<std::path::PathBuf>,
     },
+    /// Train a Hugging Face vision-language model (Qwen2.5-VL or LLaVA) with the plan: its
+    /// stages cut from a transformers model directory, LLaVA conversation data through the
+    /// model's own processor, AdamW with warm-up and cosine decay (see docs/train.md)
+    Train(Box<train::Options>),
 }
 
 /// A count of processes or steps: 0 would run nothing (and print "ok" over it).
@@ -308,6 +371,38 @@ pub fn main() -> ExitCode {
         Command::Explain { code, list } => explain::run(code.as_deref(), *list),
         Command::Std { what } => stdlib::run(*what),
         Command::Lsp => lsp::run(),
+        Command::Data {
+            command:
+                DataCommand::Stats {
+                    file,
+                    processor,
+                    seq_len,
+                    images,
+                    micro_batch_size,
+                    bin,
+                    seed,
+                    min_pixels,
+                    max_pixels,
+                    out,
+                },
+        } => {
+            use mpipe::data::processor::Processor;
+            let processor = match processor {
+                ProcessorArg::Qwen25Vl => Processor::Qwen25Vl { min_pixels: *min_pixels, max_pixels: *max_pixels },
+                ProcessorArg::Llava => Processor::LlavaOnevision,
+                ProcessorArg::Internvl => Processor::InternVl,
+            };
+            let options = data::Options {
+                processor,
+                seq_len: *seq_len,
+                images: images.as_deref(),
+                micro_batch_size: *micro_batch_size as usize,
+                bin: *bin,
+                seed: *seed,
+                out: out.as_deref(),
+            };
+            data::stats(&cli.global, file, &options)
+        }
         Command::Bench { print_plan: Some(pm), .. } => {
             print!("{}", mpipe::bench::plan_text(pm[0], pm[1]));
             0
@@ -358,6 +453,7 @@ pub fn main() -> ExitCode {
             };
             verify::run(&cli.global, plan, &options)
         }
+        Command::Train(options) => train::run(&cli.global, options),
     };
     ExitCode::from(status)
 }

@@ -160,26 +160,23 @@ pub struct Placements(BTreeMap<String, String>);
 
 impl Placements {
     pub fn of(built: &Built) -> Placements {
-        let (plan, derived) = (built.plan, &built.derived);
+        let (plan, ir) = (built.plan(), &built.derived.ir);
         let mut out = BTreeMap::new();
         for (index, part) in plan.model.parts.iter().enumerate() {
             let mut text = String::new();
-            for (i, region) in derived.placement.regions.iter().enumerate() {
+            for (i, region) in ir.regions.iter().enumerate() {
                 if !plan.cut.regions[i].segments.iter().any(|(p, _)| *p == index) {
                     continue;
                 }
                 text.push_str(&format!(
                     "\n\nregion `{}`: {} ({}), layers {}..{}\n",
-                    region.name, region.layout, region.skeleton, region.layers.start, region.layers.end
+                    region.name, region.layout, region.skeleton, region.layers[0], region.layers[1]
                 ));
-                for s in derived.placement.stages.iter().filter(|s| s.region == i) {
+                for s in ir.stages.iter().filter(|s| s.region == region.name) {
                     let on = s.rank.map_or("every rank".to_string(), |r| format!("rank {r}"));
-                    text.push_str(&format!(
-                        "\n- stage {} on {}: layers {}..{}",
-                        s.id, on, s.layers.start, s.layers.end
-                    ));
+                    text.push_str(&format!("\n- stage {} on {}: layers {}..{}", s.id, on, s.layers[0], s.layers[1]));
                 }
-                if let Some(owners) = derived.ir.owner.get(&region.name) {
+                if let Some(owners) = ir.owner.get(&region.name) {
                     let list: Vec<String> = owners.iter().map(u32::to_string).collect();
                     text.push_str(&format!("\n\nowners (microbatch → rank): {}", list.join(" ")));
                 }

@@ -281,15 +281,17 @@ def _place(root, dotted, module):
 
 
 class Stage(nn.Module):
-    """Global layers [layers.start, layers.stop) of the model: vision blocks first, then decoder layers."""
+    """Global layers [layers.start, layers.stop) of the model: vision blocks first, then decoder
+    layers. The model is `model` (one loaded with from_pretrained, as mpipec.train does) or the
+    config's tiny random one."""
 
-    def __init__(self, layers, kinds, config):
+    def __init__(self, layers, kinds, config, model=None):
         super().__init__()
         self.family = family(config)
         self.depths = v, t = config["vision_layers"], config["text_layers"]
         self.vision = range(min(layers.start, v), min(layers.stop, v))
         self.text = range(max(layers.start, v) - v, max(layers.stop, v) - v)
-        full = full_model(config)
+        full = full_model(config) if model is None else model
         # Parameter-free helpers (window and rope arithmetic), shared, not registered.
         self.__dict__["helper"] = full
         vision_parts, text_parts = self.family.parts(
@@ -328,7 +330,7 @@ class Stage(nn.Module):
         if self.text:
             if self.text.start == 0:
                 tokens = self.get_submodule("model.language_model.embed_tokens")(batch["input_ids"])
-                placeholders = (batch["input_ids"] == IMAGE).unsqueeze(-1).expand_as(tokens)
+                placeholders = (batch["input_ids"] == self.helper.config.image_token_id).unsqueeze(-1).expand_as(tokens)
                 x = tokens.masked_scatter(placeholders, x.to(tokens.dtype))
             rope = self.get_submodule("model.language_model.rotary_emb")(x, batch["position_ids"])
             mask = create_causal_mask(config=self.helper.config.text_config, inputs_embeds=x, attention_mask=None, cache=None, position_ids=None)
