@@ -75,12 +75,14 @@ fn fixtures_give_the_library_diagnostics_in_check_and_build() {
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
         let lib = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
         let shown = format!("tests/ui/{key}");
+        let folder = key.rsplit_once('/').map_or("", |(f, _)| f);
         let want: Vec<Said> = mpipe::diagnose(&lib, mpipe::Depth::Build)
             .iter()
             .map(|d| {
                 (
                     d.code.as_str().to_string(),
-                    d.message.replace(&key, &shown),
+                    // Files the fixture names beside it (a histogram) are shown from tests/ui too.
+                    d.message.replace(&key, &shown).replace(&format!("`{folder}/"), &format!("`tests/ui/{folder}/")),
                     d.labels.iter().flat_map(|l| [l.span.start as u64, l.span.end as u64]).collect(),
                 )
             })
@@ -472,6 +474,19 @@ fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
     );
     let with_encoder = stdout(&mpipec(&["sim", "examples/paper_small.mpipe"]));
     assert!(with_encoder.contains("encoder E_r") && with_encoder.contains("spill"), "{with_encoder}");
+}
+
+/// `verify --steps 0` would compare nothing and `--procs 0` would blame `--set`s the user never
+/// typed: both are refused naming the flag, before any Python starts.
+#[test]
+fn verify_refuses_zero_steps_and_zero_procs_naming_the_flag() {
+    for (flag, name) in [("--steps", "--steps <STEPS>"), ("--procs", "--procs <PROCS>")] {
+        let o = mpipec(&["verify", "tests/verify/lm.mpipe", flag, "0", "--python", "/nonexistent/python"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("invalid value '0' for '{name}': it must be at least 1")), "{err}");
+        assert!(!err.contains("cluster.pp") && !err.contains("ok:"), "{err}");
+    }
 }
 
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {

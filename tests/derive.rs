@@ -149,7 +149,7 @@ fn every_skeleton_in_small() {
 fn a_recomputed_encoders_backward_may_leave_its_forwards_rank() {
     let text = plan_text(3, 4, "transpose(chunks = 2), 1f1b", Some(false), None)
         .replace("frozen = false;", "frozen = false; recompute = full;");
-    let ir = derive_text(&text);
+    let (ir, listing) = lowered(&text);
     let moved = common::moved_backwards(&ir);
     assert!(!moved.is_empty(), "no backward left its forward's rank");
     for (r, k) in moved {
@@ -163,7 +163,7 @@ fn a_recomputed_encoders_backward_may_leave_its_forwards_rank() {
             "rank {r} instruction {k}: no input received before it"
         );
     }
-    insta::assert_snapshot!("transpose_recomputed_backward_moves", mpipe::ir::text::render(&ir));
+    insta::assert_snapshot!("transpose_recomputed_backward_moves", listing);
 }
 
 #[test]

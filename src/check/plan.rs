@@ -256,14 +256,10 @@ impl Ctx<'_> {
             return None;
         }
         let histogram = match (f.file("image_histogram"), f.span("image_histogram")) {
-            (Some((name, text)), Some(span)) => match parse_histogram(text) {
+            (Some((name, text)), Some(span)) => match parse_histogram(name, text) {
                 Ok(h) => h,
-                Err(line) => {
-                    self.error(Error::Field(FieldError::OutOfRange {
-                        span,
-                        what: format!("line {line} of `{name}`"),
-                        requirement: "`tokens,weight` with a whole number of tokens and a weight above 0".into(),
-                    }));
+                Err((what, requirement)) => {
+                    self.error(Error::Field(FieldError::OutOfRange { span, what, requirement: requirement.into() }));
                     return None;
                 }
             },
@@ -280,25 +276,34 @@ impl Ctx<'_> {
     }
 }
 
-/// `tokens,weight` lines (a header line and `#` comments allowed); `Err` carries the 1-based
-/// number of the first bad line.
-fn parse_histogram(text: &str) -> Result<Vec<(u64, f64)>, usize> {
+/// `tokens,weight` lines (a first line without digits is a header; `#` comments allowed). A
+/// weight may be 0 (a bin nothing falls in), but not every weight. `Err` says what is wrong
+/// (`line 3 of `name``) and what it must be.
+fn parse_histogram(name: &str, text: &str) -> Result<Vec<(u64, f64)>, (String, &'static str)> {
+    let bad = |i: usize, requirement| (format!("line {} of `{name}`", i + 1), requirement);
     let mut out = Vec::new();
+    let mut numbered = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
-        if line.is_empty()
-            || line.starts_with('#')
-            || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic()))
-        {
+        if line.is_empty() || line.starts_with('#') || (i == 0 && !line.contains(|c: char| c.is_ascii_digit())) {
             continue;
         }
-        let (t, w) = line.split_once(',').ok_or(i + 1)?;
-        let tokens: u64 = t.trim().parse().map_err(|_| i + 1)?;
-        let weight: f64 = w.trim().parse().map_err(|_| i + 1)?;
-        if !(weight.is_finite() && weight > 0.0) {
-            return Err(i + 1);
+        let (t, w) = line.split_once(',').ok_or_else(|| bad(i, "`tokens,weight`, two numbers and a comma"))?;
+        let tokens: u64 = t.trim().parse().map_err(|_| bad(i, "a whole number of tokens, then `,` and a weight"))?;
+        let weight: f64 =
+            w.trim().parse().map_err(|_| bad(i, "a number of tokens, then `,` and a number, the weight"))?;
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(bad(i, "a weight of 0 or more"));
         }
         out.push((tokens, weight));
+        numbered.push(i + 1);
     }
-    if out.is_empty() { Err(1) } else { Ok(out) }
+    let (Some(first), Some(last)) = (numbered.first(), numbered.last()) else {
+        return Err((format!("`{name}`"), "at least one `tokens,weight` line"));
+    };
+    if out.iter().any(|(_, w)| *w > 0.0) {
+        return Ok(out);
+    }
+    let lines = if first == last { format!("line {first}") } else { format!("lines {first} to {last}") };
+    Err((format!("every weight of `{name}` ({lines})"), "above 0 on at least one line"))
 }

@@ -4,16 +4,19 @@
 mod bench;
 mod build;
 mod check;
+mod data;
 mod explain;
 mod format;
 mod loader;
 mod lsp;
 mod output;
 mod progress;
+mod python;
 mod report;
 mod sim;
 mod stdlib;
 mod sweep;
+mod train;
 mod tune;
 mod verify;
 
@@ -72,6 +75,58 @@ pub enum TuneObjective {
     #[value(name = "step_time")]
     StepTime,
     Mfu,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ProcessorArg {
+    /// Qwen2.5-VL: smart_resize to 28-px multiples within --min-pixels..--max-pixels, 14-px
+    /// patches, 2x2 merged
+    #[value(name = "qwen2_5_vl")]
+    Qwen25Vl,
+    /// LLaVA-OneVision: anyres, a 384-px base view and tiles of the best grid, 729 tokens each
+    Llava,
+    /// InternVL: up to 12 448-px tiles and a thumbnail, 1024 encoder tokens each
+    Internvl,
+}
+
+#[derive(Subcommand)]
+enum DataCommand {
+    /// Read a LLaVA-format JSONL dataset (image sizes from the image headers), count each
+    /// sample's image tokens under a model's image processor, pack samples into microbatches as
+    /// `mpipec train` does, and summarise; with -o, write the `tokens,weight` histogram a plan's
+    /// `image_histogram` names, and its picture beside it (.svg)
+    Stats {
+        /// The dataset: one JSON object a line, {"image" | "images", "conversations"}
+        file: std::path::PathBuf,
+        /// Whose image processor counts the tokens
+        #[arg(long, value_enum)]
+        processor: ProcessorArg,
+        /// Refuse a sample whose LLM sequence is certainly longer than this (its image tokens and
+        /// a token per word of its text)
+        #[arg(long)]
+        seq_len: Option<u64>,
+        /// The folder image paths are relative to (default: the dataset's own)
+        #[arg(long, value_name = "DIR")]
+        images: Option<std::path::PathBuf>,
+        /// Samples per microbatch (the plan's micro_batch_size)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        micro_batch_size: u64,
+        /// Round each microbatch's tokens up to a multiple of this (fewer, coarser bins)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        bin: u64,
+        /// Seed of the shuffle that forms microbatches of more than one sample
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Qwen2.5-VL's min_pixels (default: the checkpoints' preprocessor config)
+        #[arg(long, default_value_t = mpipe::data::processor::QWEN_MIN_PIXELS)]
+        min_pixels: u64,
+        /// Qwen2.5-VL's max_pixels (default: the checkpoints' preprocessor config)
+        #[arg(long, default_value_t = mpipe::data::processor::QWEN_MAX_PIXELS)]
+        max_pixels: u64,
+        /// Write the histogram here (CSV) and its picture beside it, with the extension .svg
+        #[arg(short, long, value_name = "HIST.csv")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -176,6 +231,11 @@ enum Command {
     },
     /// Run the language server over stdio (for editors)
     Lsp,
+    /// Training data: `data stats` counts a dataset's image tokens into a plan's histogram
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
     /// Print the long explanation of a diagnostic code, or list every code
     Explain {
         /// A diagnostic code, such as E0305 (printed with every diagnostic)
@@ -232,15 +292,15 @@ enum Command {
         /// The plan (.mpipe) whose model is run
         plan: std::path::PathBuf,
         /// Pipeline ranks of the miniature (default: the plan's pp)
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         procs: Option<u64>,
         /// Data-parallel replicas of the miniature (N x DP processes); replica d runs the
         /// data's microbatches d*M .. (d+1)*M
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         dp: u64,
         /// Optimizer steps
-        #[arg(long, default_value_t = 2)]
-        steps: usize,
+        #[arg(long, default_value_t = 2, value_parser = at_least_one)]
+        steps: u64,
         /// The model: `miniature` (small MLP-attention blocks), or `hf:qwen2_5_vl` / `hf:llava`,
         /// transformers' own model from a tiny random config at the plan's encoder and LLM layer
         /// counts (needs transformers; see docs/verify.md)
@@ -254,12 +314,25 @@ enum Command {
         /// costs, beside the measured one (at least 3 steps; the first is warm-up)
         #[arg(long)]
         profile: bool,
-        /// Write the run (plan.json, config.json, case.json, the runtime) into DIR and print the
-        /// command that starts it, instead of running it; `mpipe_runtime.py --cases DIR...` runs
+        /// Write the run (plan.json, config.json, case.json) into DIR and print the command that
+        /// starts it, instead of running it; `python -m mpipec.torch.verify --cases DIR...` runs
         /// several prepared checks in one Python
         #[arg(long, value_name = "DIR", conflicts_with = "profile")]
         prepare: Option<std::path::PathBuf>,
     },
+    /// Train a Hugging Face vision-language model (Qwen2.5-VL or LLaVA) with the plan: its
+    /// stages cut from a transformers model directory, LLaVA conversation data through the
+    /// model's own processor, AdamW with warm-up and cosine decay (see docs/train.md)
+    Train(Box<train::Options>),
+}
+
+/// A count of processes or steps: 0 would run nothing (and print "ok" over it).
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
@@ -298,6 +371,38 @@ pub fn main() -> ExitCode {
         Command::Explain { code, list } => explain::run(code.as_deref(), *list),
         Command::Std { what } => stdlib::run(*what),
         Command::Lsp => lsp::run(),
+        Command::Data {
+            command:
+                DataCommand::Stats {
+                    file,
+                    processor,
+                    seq_len,
+                    images,
+                    micro_batch_size,
+                    bin,
+                    seed,
+                    min_pixels,
+                    max_pixels,
+                    out,
+                },
+        } => {
+            use mpipe::data::processor::Processor;
+            let processor = match processor {
+                ProcessorArg::Qwen25Vl => Processor::Qwen25Vl { min_pixels: *min_pixels, max_pixels: *max_pixels },
+                ProcessorArg::Llava => Processor::LlavaOnevision,
+                ProcessorArg::Internvl => Processor::InternVl,
+            };
+            let options = data::Options {
+                processor,
+                seq_len: *seq_len,
+                images: images.as_deref(),
+                micro_batch_size: *micro_batch_size as usize,
+                bin: *bin,
+                seed: *seed,
+                out: out.as_deref(),
+            };
+            data::stats(&cli.global, file, &options)
+        }
         Command::Bench { print_plan: Some(pm), .. } => {
             print!("{}", mpipe::bench::plan_text(pm[0], pm[1]));
             0
@@ -340,7 +445,7 @@ pub fn main() -> ExitCode {
             let options = verify::Options {
                 procs: *procs,
                 dp: *dp,
-                steps: *steps,
+                steps: *steps as usize,
                 model: model.clone(),
                 python: python.clone(),
                 profile: *profile,
@@ -348,6 +453,7 @@ pub fn main() -> ExitCode {
             };
             verify::run(&cli.global, plan, &options)
         }
+        Command::Train(options) => train::run(&cli.global, options),
     };
     ExitCode::from(status)
 }
