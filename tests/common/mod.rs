@@ -113,7 +113,7 @@ pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
         let forwards: std::collections::HashSet<_> =
             rank.instructions.iter().filter(|i| i.op == Op::Forward).map(key).collect();
         for (k, i) in rank.instructions.iter().enumerate() {
-            let replicated = i.stage.is_some_and(|s| ir.stages[s as usize].ranks.is_some());
+            let replicated = i.stage.is_some_and(|s| ir.stages[s as usize].rank.is_none());
             if i.op == Op::Backward && replicated && !forwards.contains(&key(i)) {
                 moved.push((r, k));
             }
