@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use mpipe::outputs::{Output, PlanFormat};
 
+use super::progress::Ticker;
 use super::report::Reporter;
-use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
+use super::{EXIT_INPUT, EXIT_USAGE, Global, estimate, output};
 
 pub const EXIT_INTERNAL: u8 = 101;
 
@@ -33,6 +34,8 @@ pub struct Request<'a> {
     pub targets: &'a [String],
     pub nearest: bool,
     pub format: PlanFormat,
+    /// Write past [`estimate::LARGE_OUTPUT`] bytes.
+    pub large_output: bool,
 }
 
 pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
@@ -48,9 +51,14 @@ pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
 /// The whole build, from reading the plan to the last output in place: what `mpipec build`
 /// runs and `mpipec bench` times. `Ok` holds the files written.
 pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
-    let (checked, plan_spec) = super::check::load_plan(global, plan, reporter)?;
+    let source = super::check::read_source(global, plan, reporter)?;
+    let (checked, plan_spec) = super::check::plan_of(source.check(global, &[]), plan, reporter)?;
+    let ticker = guard(global, &source, &plan_spec, request, reporter)?;
     let built = mpipe::driver::build(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
-    reporter.emit(&built.diagnostics(), &checked.program.sources);
+    ticker.stage("simulating");
+    let diagnostics = built.diagnostics();
+    ticker.aside(|| reporter.emit(&diagnostics, &checked.program.sources));
+    ticker.stage("writing");
     let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
@@ -67,11 +75,11 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
     for target in requests {
         match mpipe::backend::emit(target, &built) {
             Ok(emitted) => {
-                reporter.emit(&emitted.diagnostics, &checked.program.sources);
+                ticker.aside(|| reporter.emit(&emitted.diagnostics, &checked.program.sources));
                 files.extend(emitted.artifacts.into_iter().map(Output::from));
             }
             Err(diagnostics) => {
-                reporter.emit(&diagnostics, &checked.program.sources);
+                ticker.aside(|| reporter.emit(&diagnostics, &checked.program.sources));
                 failed = true;
             }
         }
@@ -83,13 +91,40 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let names: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-    if let Err(message) = output::write_atomically(request.out, files, request.force) {
+    let written = output::write_atomically(request.out, files, request.force);
+    drop(ticker);
+    if let Err(message) = written {
         reporter.plain_error(&message);
         reporter.finish();
         return Err(EXIT_USAGE);
     }
     reporter.finish();
     Ok(names)
+}
+
+/// What a large plan will cost, said before it is spent: a build past the output limit
+/// without `--large-output` is refused; one past the notice thresholds says its size and
+/// expected time, and its progress is drawn on a terminal by the ticker returned.
+fn guard(
+    global: &Global,
+    source: &super::check::Source,
+    plan: &mpipe::plan::Plan,
+    request: &Request,
+    reporter: &mut Reporter,
+) -> Result<Ticker, u8> {
+    let Some(estimate) = estimate::estimate(global, source, plan, Some(request.format)) else {
+        return Ok(Ticker::idle());
+    };
+    if let Some(refusal) = estimate.refusal().filter(|_| !request.large_output) {
+        reporter.plain_error(&refusal);
+        reporter.finish();
+        return Err(EXIT_USAGE);
+    }
+    if !estimate.worth_a_notice() {
+        return Ok(Ticker::idle());
+    }
+    eprintln!("{}", estimate.notice("building"));
+    Ok(Ticker::start("deriving", estimate.seconds))
 }
 
 /// A derived plan the validator rejected: a compiler bug, reported with a dump.

@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod check;
+mod estimate;
 mod explain;
 mod format;
 mod loader;
@@ -51,6 +52,15 @@ fn parse_set(arg: &str) -> Result<(String, String), String> {
     mpipe::overrides::split(arg)
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .ok_or_else(|| format!("expected KEY=VALUE, such as `cluster.pp=4`, found `{arg}`"))
+}
+
+/// A count an option needs one of at least (`--devices`, `--samples`): 0 is refused here, by
+/// the option's name, before it could surface later as some other problem.
+fn at_least_one(arg: &str) -> Result<u64, String> {
+    match arg.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, found `{arg}`")),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -108,8 +118,8 @@ enum Command {
         #[arg(long)]
         compare: bool,
         /// Also run the schedule on this many batches drawn from the image-token distribution
-        #[arg(long)]
-        samples: Option<usize>,
+        #[arg(long, value_parser = at_least_one)]
+        samples: Option<u64>,
         /// Seed of the draw
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -137,7 +147,7 @@ enum Command {
         /// The plan (.mpipe) to start from: its model, hardware and global batch stay
         plan: std::path::PathBuf,
         /// Devices to plan for (default: the plan's)
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         devices: Option<u64>,
         #[arg(long, value_enum, default_value = "step_time")]
         objective: TuneObjective,
@@ -155,8 +165,8 @@ enum Command {
         out: Option<std::path::PathBuf>,
         /// Compare the plan's static schedule with one derived per batch, over this many
         /// batches drawn from the image-token distribution
-        #[arg(long)]
-        per_batch: Option<usize>,
+        #[arg(long, value_parser = at_least_one)]
+        per_batch: Option<u64>,
     },
     /// Time each compiler stage on the benchmark plans (medians) and print a table
     Bench {
@@ -221,6 +231,10 @@ enum Command {
         /// a token per instruction), or `auto`: readable up to 200,000 instructions, compact above
         #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
         plan_format: build::PlanFormatArg,
+        /// Write the build even when it comes to more than 256 MB (without it, such a build
+        /// is refused before anything is derived; the estimate comes from two small builds)
+        #[arg(long)]
+        large_output: bool,
     },
     /// Run the plan's miniature (or, with --model hf:..., transformers' own model) in P processes
     /// (torch, gloo, CPU) and in one process without pipelining; compare loss, gradients and parameters
@@ -313,18 +327,24 @@ pub fn main() -> ExitCode {
                 top: *top,
                 out: out.as_deref(),
                 seed: *seed,
-                per_batch: *per_batch,
+                per_batch: per_batch.map(|n| n as usize),
             },
         ),
         Command::Sweep { plan, vary, compare, json, out } => {
             sweep::run(&cli.global, plan, vary, *compare, *json, out.as_deref())
         }
         Command::Sim { plan, json, compare, samples, seed } => {
-            sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n, *seed)))
+            sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n as usize, *seed)))
         }
-        Command::Build { plan, out, force, target, nearest, plan_format } => {
-            let request =
-                build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
+        Command::Build { plan, out, force, target, nearest, plan_format, large_output } => {
+            let request = build::Request {
+                out,
+                force: *force,
+                targets: target,
+                nearest: *nearest,
+                format: plan_format.into(),
+                large_output: *large_output,
+            };
             build::run(&cli.global, plan, &request)
         }
         Command::Verify { plan, procs, dp, steps, model, python, profile, prepare } => {

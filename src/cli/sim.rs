@@ -6,6 +6,7 @@ use std::path::Path;
 use mpipe::sim::report::Report;
 
 use super::Global;
+use super::progress::Ticker;
 use super::report::Reporter;
 
 fn seconds(t: f64) -> String {
@@ -18,15 +19,29 @@ fn gib(b: f64) -> String {
 
 pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Option<(usize, u64)>) -> u8 {
     let mut reporter = Reporter::new(global);
-    let (checked, spec) = match super::check::load_plan(global, plan, &mut reporter) {
+    let source = match super::check::read_source(global, plan, &mut reporter) {
+        Ok(source) => source,
+        Err(status) => return status,
+    };
+    let (checked, spec) = match super::check::plan_of(source.check(global, &[]), plan, &mut reporter) {
         Ok(loaded) => loaded,
         Err(status) => return status,
+    };
+    let ticker = match super::estimate::estimate(global, &source, &spec, None).filter(|e| e.worth_a_notice()) {
+        Some(estimate) => {
+            eprintln!("{}", estimate.notice("simulating"));
+            Ticker::start("deriving", estimate.seconds)
+        }
+        None => Ticker::idle(),
     };
     let built = match mpipe::driver::build(&spec) {
         Ok(b) => b,
         Err(invalid) => return super::build::internal_error(&invalid),
     };
-    reporter.emit(&built.diagnostics(), &checked.program.sources);
+    ticker.stage("simulating");
+    let diagnostics = built.diagnostics();
+    drop(ticker);
+    reporter.emit(&diagnostics, &checked.program.sources);
     let simulation = built.evaluate();
     let mut report = simulation.report.clone();
     if compare {
@@ -34,7 +49,7 @@ pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Opt
     }
     reporter.finish();
     let sampled = samples.map(|(n, seed)| {
-        let batches = mpipe::explore::samples::draw(&spec, n.max(1), seed);
+        let batches = mpipe::explore::samples::draw(&spec, n, seed);
         mpipe::explore::samples::static_schedule(&spec, &built.derived, &batches)
     });
     if json {
