@@ -3,6 +3,11 @@
 //! stdio, as an editor sees it (criterion; medians in the report). The build's diagnostics are
 //! put off past the run (`diagnosticsDelayMs`), so they neither answer nor compete with a
 //! change here; they come after the pause on their own thread.
+//!
+//! And how fast it answers hover (on a part, whose placement comes from the last finished
+//! build), go to definition and completion in paper_512 while that plan builds: a save before
+//! each request keeps the build thread busy (one build of paper_512 takes seconds), so every
+//! request is timed against a running build. The target is 20 ms.
 
 #[path = "../tests/support/lsp_client.rs"]
 mod lsp_client;
@@ -61,5 +66,45 @@ fn change(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-criterion_group!(benches, change);
+/// `method` at `line`:`character` of the open paper_512, timed over stdio while it builds.
+fn during_build(c: &mut Criterion) {
+    let cache = std::env::temp_dir().join(format!("mpipec-lsp-bench-build-{}", std::process::id()));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/paper_512.mpipe");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = format!("file://{}", path.display());
+    let mut client = Client::start(&cache);
+    client.initialize(json!({"diagnosticsDelayMs": 0}));
+    client.open(&uri, &text);
+    let (_, checked) = client.published();
+    assert!(checked.iter().all(|d| d["severity"] != 1), "paper_512 does not check: {checked:?}");
+    let mut group = c.benchmark_group("lsp request while paper_512 builds");
+    group.measurement_time(Duration::from_secs(5));
+    let requests = [
+        ("hover on a part", "textDocument/hover", 9, 5),
+        ("go to definition", "textDocument/definition", 10, 12),
+        ("completion", "textDocument/completion", 37, 18),
+    ];
+    for (name, method, line, character) in requests {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    client.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}}));
+                    let params =
+                        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}});
+                    let start = Instant::now();
+                    let answer = client.request(method, params);
+                    spent += start.elapsed();
+                    assert!(!answer.is_null(), "{name} has an answer");
+                }
+                spent
+            })
+        });
+    }
+    group.finish();
+    client.stop();
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+criterion_group!(benches, change, during_build);
 criterion_main!(benches);

@@ -59,11 +59,9 @@ fn stages(c: &mut Criterion) {
 fn build_into(text: &str, dir: &std::path::Path) {
     let checked = mpipe::driver::compile("bench.mpipe", "bench.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new());
     let plan = checked.plan.unwrap();
-    let built = mpipe::driver::build(&plan).unwrap();
-    let mut files = mpipe::outputs::outputs(&built, mpipe::outputs::PlanFormat::Auto);
-    let torch = mpipe::backend::artifacts(mpipe::backend::Target::Torch, &built);
-    files.extend(torch.into_iter().map(mpipe::outputs::Output::from));
-    for f in &files {
+    let torch = [mpipe::backend::Request { target: mpipe::backend::Target::Torch, nearest: false, span: None }];
+    let products = mpipe::driver::produce(&plan, &torch, mpipe::driver::Make::Files, &|| true).unwrap().unwrap();
+    for f in &products.files(mpipe::outputs::PlanFormat::Auto) {
         let path = dir.join(&f.path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         f.write_to(&mut std::fs::File::create(path).unwrap()).unwrap();

@@ -1,19 +1,21 @@
 //! The one way through the compiler: [`load`] a source and [`Loaded::check`] it (or [`compile`],
 //! both at once) to a [`Compiled`] plan, [`build`] the plan once (derive, lower, validate) to a
-//! [`Built`], and [`Built::evaluate`] it with the cost model it was derived with. Sweeps and
-//! searches load once and check each variation of the loaded source; backends take the `Built`.
+//! [`Built`], and [`produce`] what a build writes and reports: the built plan, each target's
+//! answer (its files, of the plan or of its nearest native plan, or why it cannot run it), and
+//! the outputs ([`Products::files`]). The CLI, the language server, the tests and the benches
+//! all go through [`produce`]. Sweeps and searches load once and check each variation of the
+//! loaded source.
 
-use std::sync::OnceLock;
-
-use crate::cost::model::CostModel;
-use crate::derive::{self, Derived};
+use crate::backend::native::{self, Verdict};
+use crate::backend::{self, Request, Target};
 use crate::diagnostics::{self, Diagnostic};
-use crate::error::{Error, Warning};
-use crate::ir::{text, validate};
+use crate::error::{BackendError, Error};
+use crate::outputs::{self, Artifact, Output, PlanFormat};
 use crate::plan::Plan;
 use crate::resolve::loader::Loader;
 use crate::resolve::{self, Program};
-use crate::sim::report::{self, Simulation};
+
+pub use crate::built::{Built, InvalidPlan, build};
 
 /// A source loaded and resolved, with its imports, but not yet checked: what a sweep or a
 /// search checks again under each set of overrides without reading or parsing anything twice.
@@ -65,52 +67,119 @@ impl Compiled {
     }
 }
 
-/// Derivation produced lists the validator rejects: a compiler bug, reported with a dump.
-#[derive(Clone, Debug)]
-pub struct InvalidPlan {
-    pub problems: Vec<String>,
-    pub dump: String,
+/// Whether a build makes the targets' files or only says what they would report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Make {
+    Files,
+    Diagnostics,
 }
 
-/// A checked plan built once: its cost model, and its per-rank lists derived with that model
-/// and validated. The simulation is run the first time it is asked for and kept, so the
-/// CLI, the backends and the diagnostics share one.
-pub struct Built<'p> {
-    pub plan: &'p Plan,
-    pub costs: CostModel<'p>,
-    pub derived: Derived,
-    simulation: OnceLock<Simulation>,
+/// One target's answer: its files (with [`Make::Files`]) and warnings, of the plan as written
+/// or of its nearest native plan, or the diagnostics that refuse the plan.
+pub struct Answer {
+    pub target: Target,
+    pub artifacts: Vec<Artifact>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub refused: bool,
+    /// The nearest native plan the files are of; `None` for the plan as written.
+    pub nearest: Option<Box<Plan>>,
 }
 
-/// Derives `plan` with its cost model and validates the lists.
-pub fn build(plan: &Plan) -> Result<Built<'_>, InvalidPlan> {
-    let costs = CostModel::new(plan);
-    let derived = derive::derive(plan, &costs);
-    validate::validate(&derived.ir).map_err(|problems| InvalidPlan { problems, dump: text::render(&derived.ir) })?;
-    Ok(Built { plan, costs, derived, simulation: OnceLock::new() })
+/// Everything a build makes of a checked plan: the built plan, what its simulation reports and
+/// each target's answer, in the order asked.
+pub struct Products<'p> {
+    pub built: Built<'p>,
+    pub answers: Vec<Answer>,
 }
 
-impl Built<'_> {
-    /// The lists simulated with the cost model they were derived with.
-    pub fn evaluate(&self) -> &Simulation {
-        self.simulation.get_or_init(|| report::simulate(&self.derived, &self.costs))
-    }
-
-    /// The lists and their simulation, for a caller done with the build.
-    pub fn into_simulated(self) -> (Derived, Simulation) {
-        self.evaluate();
-        let simulation = self.simulation.into_inner().expect("evaluated above");
-        (self.derived, simulation)
-    }
-
-    /// What the simulation has to say to the user: ranks that exceed their device's memory.
+impl Products<'_> {
+    /// What the build reports beyond the check: the simulation's diagnostics, then each
+    /// target's.
     pub fn diagnostics(&self) -> Vec<Diagnostic> {
-        let hardware = &self.plan.cluster.hardware;
-        let ranks = self.evaluate().report.over_memory.clone();
-        if ranks.is_empty() {
-            return Vec::new();
-        }
-        let warning = Warning::OverMemory { ranks, hbm: hardware.hbm_bytes, hardware: hardware.name.clone() };
-        vec![Error::Warning(warning).to_diagnostic()]
+        let mut all = self.built.diagnostics();
+        all.extend(self.answers.iter().flat_map(|a| a.diagnostics.iter().cloned()));
+        all
     }
+
+    /// Whether some target cannot run the plan: then nothing is to be written.
+    pub fn refused(&self) -> bool {
+        self.answers.iter().any(|a| a.refused)
+    }
+
+    /// Every file of the build, sorted by path: the plan's outputs and the targets' files.
+    pub fn files(&self, format: PlanFormat) -> Vec<Output<'_>> {
+        let mut files = outputs::outputs(&self.built, format);
+        files.extend(self.answers.iter().flat_map(|a| a.artifacts.iter().cloned().map(Output::from)));
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files
+    }
+}
+
+/// Builds `plan` and answers each of `requests`. `wanted` is asked before the build, the
+/// simulation and each target; `Ok(None)` as soon as it says no, so a caller whose input has
+/// changed (the language server) stops paying for an answer it would throw away.
+pub fn produce<'p>(
+    plan: &'p Plan,
+    requests: &[Request],
+    make: Make,
+    wanted: &dyn Fn() -> bool,
+) -> Result<Option<Products<'p>>, InvalidPlan> {
+    if !wanted() {
+        return Ok(None);
+    }
+    let built = build(plan)?;
+    if !wanted() {
+        return Ok(None);
+    }
+    built.evaluate();
+    let mut answers = Vec::with_capacity(requests.len());
+    for &request in requests {
+        if !wanted() {
+            return Ok(None);
+        }
+        answers.push(answer(request, &built, make));
+    }
+    Ok(Some(Products { built, answers }))
+}
+
+/// What `request.target` makes of the built plan: its files as written, or those of its
+/// nearest native plan (built here, with warning W0004 saying what changed and how the step
+/// moved), or the diagnostics that refuse the plan.
+fn answer(request: Request, built: &Built, make: Make) -> Answer {
+    let files = |b: &Built| match make {
+        Make::Files => backend::artifacts(request.target, b),
+        Make::Diagnostics => Vec::new(),
+    };
+    let refuse = |diagnostic| Answer {
+        target: request.target,
+        artifacts: Vec::new(),
+        diagnostics: vec![diagnostic],
+        refused: true,
+        nearest: None,
+    };
+    let (plan, changes) = match native::verdict(request, built) {
+        Verdict::AsWritten => {
+            return Answer {
+                target: request.target,
+                artifacts: files(built),
+                diagnostics: Vec::new(),
+                refused: false,
+                nearest: None,
+            };
+        }
+        Verdict::Impossible(diagnostic) => return refuse(diagnostic),
+        Verdict::Nearest { plan, changes } => (plan, changes),
+    };
+    let span = changes[0].span;
+    let nearest = match build(&plan) {
+        Ok(nearest) => nearest,
+        Err(invalid) => return refuse(native::invalid_nearest(request, span, &invalid.problems)),
+    };
+    let step = (built.evaluate().report.step_time_s, nearest.evaluate().report.step_time_s);
+    let changes = changes.into_iter().map(|c| c.what).collect();
+    let name = request.target.name();
+    let warning = Error::Backend(BackendError::NearestEmitted { span, target: request.span, name, changes, step })
+        .to_diagnostic();
+    let artifacts = files(&nearest);
+    Answer { target: request.target, artifacts, diagnostics: vec![warning], refused: false, nearest: Some(plan) }
 }

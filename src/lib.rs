@@ -7,6 +7,7 @@ pub mod algebra;
 pub mod ast;
 pub mod backend;
 pub mod bench;
+pub mod built;
 pub mod catalog;
 pub mod check;
 pub mod cost;
@@ -24,6 +25,7 @@ pub mod outputs;
 pub mod overrides;
 pub mod parse;
 pub mod plan;
+pub mod random;
 pub mod resolve;
 pub mod sim;
 pub mod span;
@@ -31,39 +33,58 @@ pub mod suggest;
 pub mod units;
 
 use diagnostics::Diagnostic;
-use driver::Compiled;
+use driver::{Built, Compiled};
 
 pub use backend::VERSION;
 
-/// Everything `build` would report of a compiled source: the check's diagnostics and, for a
-/// valid plan, what building and simulating it adds (a rank over its device memory) and what
-/// its `target`s say of it.
-pub fn all_diagnostics(compiled: &Compiled) -> Vec<Diagnostic> {
-    let mut all = compiled.diagnostics.clone();
-    all.extend(build_diagnostics(compiled, &|| true).into_iter().flatten());
-    diagnostics::sort(&mut all);
-    all
+/// How far through the compiler a source's diagnostics go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// Parse, resolve and check: milliseconds, what an editor gets on every change.
+    Check,
+    /// Everything `build` reports: also derive, the simulation and each of the plan's targets.
+    Build,
 }
 
-/// What building a compiled plan adds to its check's diagnostics: derive and simulate, then
-/// each target's verdict. `wanted` is asked before each of those passes; `None` as soon as it
-/// says no, so a caller whose input has changed (the language server) stops paying for an
-/// answer it would throw away.
-pub fn build_diagnostics(compiled: &Compiled, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
-    let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
-    if !wanted() {
-        return None;
-    }
-    let Ok(built) = driver::build(plan) else { return Some(Vec::new()) };
-    if !wanted() {
-        return None;
-    }
-    let mut all = built.diagnostics();
-    for request in backend::requests(plan, &[], false).unwrap_or_default() {
-        if !wanted() {
-            return None;
-        }
-        all.extend(backend::diagnostics(request, &built));
+/// The diagnostics of a compiled source at `depth`, sorted by position: the one answer that
+/// `mpipec check`, `mpipec build`, the language server and the UI snapshots all give, so a file
+/// gets the same diagnostics everywhere.
+pub fn diagnose(compiled: &Compiled, depth: Depth) -> Vec<Diagnostic> {
+    diagnose_while(compiled, depth, &|| true, &mut |_| {}).unwrap_or_default()
+}
+
+/// [`diagnose`], asking `wanted` before each pass of the build (derive, the simulation, each
+/// target) and giving `None` as soon as it says no, so a caller whose input has changed (the
+/// language server) stops paying for an answer it would throw away. `seen` gets the build, for
+/// a caller that keeps what it placed where.
+pub fn diagnose_while(
+    compiled: &Compiled,
+    depth: Depth,
+    wanted: &dyn Fn() -> bool,
+    seen: &mut dyn FnMut(&Built),
+) -> Option<Vec<Diagnostic>> {
+    let mut all = compiled.diagnostics.clone();
+    if depth == Depth::Build {
+        all.extend(build_passes(compiled, wanted, seen)?);
+        diagnostics::sort(&mut all);
     }
     Some(all)
+}
+
+/// What building a compiled plan adds to its check's diagnostics.
+fn build_passes(
+    compiled: &Compiled,
+    wanted: &dyn Fn() -> bool,
+    seen: &mut dyn FnMut(&Built),
+) -> Option<Vec<Diagnostic>> {
+    let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
+    let requests = backend::requests(plan, &[], false).unwrap_or_default();
+    match driver::produce(plan, &requests, driver::Make::Diagnostics, wanted) {
+        Ok(Some(products)) => {
+            seen(&products.built);
+            Some(products.diagnostics())
+        }
+        Ok(None) => None,
+        Err(_) => Some(Vec::new()),
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use crate::driver::Built;
+use crate::built::Built;
 use crate::ir::{compact, csv, text};
 use crate::sim::timeline;
 
@@ -107,6 +107,7 @@ impl Write for Counter {
 /// Every output of a build but the backends'.
 pub fn outputs<'a>(built: &'a Built, format: PlanFormat) -> Vec<Output<'a>> {
     let ir = &built.derived.ir;
+    let choices = built.resolved.describe();
     let simulation = built.evaluate();
     let mut report = serde_json::to_string_pretty(&simulation.report).expect("the report serialises");
     report.push('\n');
@@ -116,7 +117,7 @@ pub fn outputs<'a>(built: &'a Built, format: PlanFormat) -> Vec<Output<'a>> {
     };
     let mut out = vec![
         plan,
-        Output::new("plan.txt", move |w| text::write(ir, w)),
+        Output::new("plan.txt", move |w| text::write_with_choices(ir, &choices, w)),
         Artifact { path: "report.json".into(), contents: report }.into(),
         Output::new("timeline.json", move |w| timeline::write_trace(ir, &simulation.timeline, &simulation.memory, w)),
         Output::new("timeline.svg", move |w| timeline::write_svg(ir, &simulation.timeline, &ir.source, w)),

@@ -19,9 +19,8 @@ use std::process::Command;
 use mpipe::backend::layout::{self, BodyStages};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
-use mpipe::derive::Derived;
 use mpipe::derive::skeletons::rank_of;
-use mpipe::driver::Built;
+use mpipe::driver::{Answer, Make};
 use mpipe::outputs::Artifact;
 use mpipe::plan::Plan;
 use serde_json::{Value, json};
@@ -39,7 +38,9 @@ fn sources() -> Vec<Source> {
     for dir in ["examples", "tests/backends/plans"] {
         for path in common::files_under(&common::root().join(dir), "mpipe") {
             let key = path.strip_prefix(common::root()).unwrap().to_string_lossy().into_owned();
-            if key.contains("/lib/") {
+            // The published runs are the cost model's reference plans (tests/published.rs), up
+            // to thousands of devices; the examples already cover what they would emit.
+            if key.contains("/lib/") || key.contains("/published/") {
                 continue;
             }
             let checked = mpipe::driver::compile(&key, &key, std::fs::read(&path).unwrap(), &loader);
@@ -50,42 +51,27 @@ fn sources() -> Vec<Source> {
     out
 }
 
-/// The plan `target` runs for `source` with `nearest`: `None` for the plan as written.
-fn nearest(source: &Source, written: &Built, target: Target) -> Option<Plan> {
-    match verdict(Request { target, nearest: true, span: None }, written) {
-        Verdict::AsWritten => None,
-        Verdict::Nearest { plan, .. } => Some(*plan),
-        Verdict::Impossible(d) => panic!("{} for {}: {:?}", source.key, target.name(), d),
+/// What each of `targets` emits for `source` with `nearest`, through the driver as `mpipec
+/// build --target … --nearest` runs it: the plan as written built once for all of them (its
+/// search is what costs, on the large examples).
+fn answers(source: &Source, targets: &[Target]) -> Vec<Answer> {
+    let requests: Vec<Request> = targets.iter().map(|&target| Request { target, nearest: true, span: None }).collect();
+    let products = mpipe::driver::produce(&source.plan, &requests, Make::Files, &|| true).unwrap().unwrap();
+    for answer in &products.answers {
+        assert!(!answer.refused, "{} for {}: {:?}", source.key, answer.target.name(), answer.diagnostics);
     }
-}
-
-/// What `target` emits for `source`, given the plan as written derived, and the plan it runs
-/// with its derivation where that is the nearest plan instead.
-fn emit(source: &Source, written: &Built, target: Target) -> (Vec<Artifact>, Option<(Plan, Derived)>) {
-    let Some(plan) = nearest(source, written, target) else {
-        return (mpipe::backend::artifacts(target, written), None);
-    };
-    let (artifacts, derived) = {
-        let built = mpipe::driver::build(&plan).unwrap();
-        (mpipe::backend::artifacts(target, &built), built.derived)
-    };
-    (artifacts, Some((plan, derived)))
+    products.answers
 }
 
 /// What `target` emits for `source` with `nearest`, and the plan it runs.
-fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan, Derived) {
-    let written = mpipe::driver::build(&source.plan).unwrap();
-    match emit(source, &written, target) {
-        (artifacts, Some((plan, derived))) => (artifacts, plan, derived),
-        (artifacts, None) => (artifacts, source.plan.clone(), written.derived),
-    }
+fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan) {
+    let answer = answers(source, &[target]).remove(0);
+    (answer.artifacts, answer.nearest.map_or_else(|| source.plan.clone(), |p| *p))
 }
 
-/// What every target emits for `source`, the plan as written derived once for all of them
-/// (its search is what costs, on the large examples).
+/// What every target emits for `source`.
 fn emitted_by_each(source: &Source) -> Vec<(Target, Vec<Artifact>)> {
-    let written = mpipe::driver::build(&source.plan).unwrap();
-    TARGETS.into_iter().map(|target| (target, emit(source, &written, target).0)).collect()
+    answers(source, &TARGETS).into_iter().map(|a| (a.target, a.artifacts)).collect()
 }
 
 fn stem(key: &str) -> String {
@@ -141,14 +127,15 @@ fn emission_is_deterministic() {
 fn write_all(dir: &Path, target: Target) -> Vec<Value> {
     let mut cases = Vec::new();
     for source in sources() {
-        let (artifacts, plan, derived) = emitted(&source, target);
+        let (artifacts, plan) = emitted(&source, target);
+        let built = mpipe::driver::build(&plan).unwrap();
         let root = dir.join(stem(&source.key));
         for a in &artifacts {
             let path = root.join(&a.path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &a.contents).unwrap();
         }
-        let body = BodyStages::of(&plan, &derived);
+        let body = BodyStages::of(&built.resolved, &built.derived.ir);
         let at = |file: &str| root.join(target.name()).join(file).to_string_lossy().into_owned();
         let mut ranks = Vec::new();
         for (b, &n) in body.decoder.iter().enumerate() {
@@ -176,8 +163,8 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
             "frozen_encoder": encoder.is_some_and(|(p, _)| p.frozen),
             "trainable_encoder": encoder.is_some_and(|(p, _)| !p.frozen),
             "frozen_decoder": layout::decoder(&plan).is_some_and(|(p, _)| p.frozen),
-            "transpose": derived.placement.encoder.is_some(),
-            "scheduler": match derived.placement.body.skeleton.name() {
+            "transpose": built.resolved.choices.encoder.is_some(),
+            "scheduler": match built.resolved.body().0.name() {
                 "gpipe" => "gpipe",
                 "zbv" => "zero_bubble_v",
                 _ => "1f1b",

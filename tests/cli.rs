@@ -7,13 +7,14 @@ use std::process::{Command, Output};
 
 use mpipe::diagnostics::Code;
 
+fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mpipec"));
+    command.args(args).current_dir(common::root()).env_remove("NO_COLOR");
+    command
+}
+
 fn mpipec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpipec"))
-        .args(args)
-        .current_dir(common::root())
-        .env_remove("NO_COLOR")
-        .output()
-        .unwrap()
+    command(args).output().unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -29,38 +30,52 @@ fn examples_check_clean() {
     for path in common::files_under(&common::root().join("examples"), "mpipe") {
         let o = mpipec(&["check", path.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(0), "{}: {}", path.display(), stderr(&o));
-        assert_eq!(stderr(&o), "", "{} has diagnostics", path.display());
+        // W0004 is what an example's `target …(nearest)` asks for; nothing else may show, but
+        // for W0003 on a published run: it is written as its source ran it, and where the run
+        // saved memory in ways a plan cannot say (FSDP sharding the weights), the warning is
+        // what the cost model honestly concludes.
+        let err = stderr(&o);
+        let published = path.to_string_lossy().contains("/published/");
+        let allowed = |l: &&str| l.starts_with("warning[W0004]") || (published && l.starts_with("warning[W0003]"));
+        let headlines: Vec<&str> = err.lines().filter(|l| l.contains("[E") || l.contains("[W")).collect();
+        assert!(headlines.iter().all(allowed), "{}: {headlines:?}", path.display());
     }
 }
 
+/// A diagnostic as the JSON lines say it: code, message and label spans.
+type Said = (String, String, Vec<u64>);
+
+/// The diagnostics `mpipec --message-format json ARGS` printed, and its exit status.
+fn said(args: &[String]) -> (Vec<Said>, Option<i32>) {
+    let o = mpipec(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (summary, diagnostics) = lines.split_last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    let said = diagnostics
+        .iter()
+        .map(|d| {
+            let spans = d["labels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|l| [l["byte_start"].as_u64().unwrap(), l["byte_end"].as_u64().unwrap()])
+                .collect();
+            (d["code"].as_str().unwrap().to_string(), d["message"].as_str().unwrap().to_string(), spans)
+        })
+        .collect();
+    (said, o.status.code())
+}
+
+/// `check`, `build` and the library (`diagnose`, what the UI snapshots record) give every
+/// fixture the same diagnostics; `check` in the library's order.
 #[test]
-fn fixtures_give_the_library_diagnostics() {
+fn fixtures_give_the_library_diagnostics_in_check_and_build() {
     let loader = common::ui_loader();
+    let out = temp_dir("fixtures");
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
         let lib = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
         let shown = format!("tests/ui/{key}");
-        let mut args = vec!["--message-format".to_string(), "json".to_string(), "check".to_string(), shown.clone()];
-        for (k, v) in &set {
-            args.push(format!("--set={k}={v}"));
-        }
-        let o = mpipec(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        let (summary, diagnostics) = lines.split_last().unwrap();
-        assert_eq!(summary["type"], "summary");
-        let got: Vec<(String, String, Vec<u64>)> = diagnostics
-            .iter()
-            .map(|d| {
-                let spans = d["labels"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .flat_map(|l| [l["byte_start"].as_u64().unwrap(), l["byte_end"].as_u64().unwrap()])
-                    .collect();
-                (d["code"].as_str().unwrap().to_string(), d["message"].as_str().unwrap().to_string(), spans)
-            })
-            .collect();
-        let want: Vec<(String, String, Vec<u64>)> = lib
-            .diagnostics
+        let want: Vec<Said> = mpipe::diagnose(&lib, mpipe::Depth::Build)
             .iter()
             .map(|d| {
                 (
@@ -70,10 +85,21 @@ fn fixtures_give_the_library_diagnostics() {
                 )
             })
             .collect();
-        assert_eq!(got, want, "{key}");
-        let expected_status = if lib.has_errors() { 1 } else { 0 };
-        assert_eq!(o.status.code(), Some(expected_status), "{key}");
+        let sets: Vec<String> = set.iter().map(|(k, v)| format!("--set={k}={v}")).collect();
+        let args = |command: &[&str]| -> Vec<String> {
+            ["--message-format", "json"].iter().chain(command).map(|a| a.to_string()).chain(sets.clone()).collect()
+        };
+        let (checked, status) = said(&args(&["check", &shown]));
+        assert_eq!(checked, want, "{key}: check");
+        let errors = want.iter().any(|(code, ..)| code.starts_with('E'));
+        assert_eq!(status, Some(if errors { 1 } else { 0 }), "{key}: check");
+        let (mut built, _) = said(&args(&["build", &shown, "-o", out.join("o").to_str().unwrap(), "--force"]));
+        let mut want = want;
+        built.sort();
+        want.sort();
+        assert_eq!(built, want, "{key}: build");
     }
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]
@@ -507,4 +533,98 @@ fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
     );
     let with_encoder = stdout(&mpipec(&["sim", "examples/paper_small.mpipe"]));
     assert!(with_encoder.contains("encoder E_r") && with_encoder.contains("spill"), "{with_encoder}");
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    stdout(o).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Python's `CompileError` prints the `rendered` texts of a JSON run: together they must be what
+/// the human format prints, the summary and problems outside any file included.
+#[test]
+fn json_rendered_texts_make_the_human_output() {
+    for args in [&["check", "tests/ui/algebra/arity.mpipe"][..], &["check", "no/such/plan.mpipe"]] {
+        let human = mpipec(&[&["--color", "never"], args].concat());
+        let json = mpipec(&[&["--message-format", "json"], args].concat());
+        let rendered: String = json_lines(&json).iter().filter_map(|l| l["rendered"].as_str()).collect();
+        assert_eq!(rendered, stderr(&human), "{args:?}");
+    }
+}
+
+/// `sim --json --ir` is report.json and plan.json in one line, exactly as `build` writes them.
+#[test]
+fn sim_ir_gives_the_report_and_the_plan_in_one_run() {
+    let dir = temp_dir("sim-ir");
+    let o = mpipec(&["build", "examples/paper_small.mpipe", "-o", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = mpipec(&["--message-format", "json", "sim", "examples/paper_small.mpipe", "--json", "--ir"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&o);
+    let (both, reports) = lines.split_last().unwrap();
+    assert_eq!(reports.last().unwrap()["type"], "summary");
+    let file =
+        |name: &str| serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+    assert_eq!(both["report"], file("report.json"));
+    assert_eq!(both["ir"], file("plan.json"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let o = mpipec(&["sim", "examples/paper_small.mpipe", "--ir"]);
+    assert_eq!(o.status.code(), Some(2), "--ir needs --json");
+}
+
+/// `sim --samples N --compare` runs every baseline of `--compare` on the same drawn batches,
+/// each as one static schedule; the plan's own row is what `--samples` alone reports.
+#[test]
+fn sim_samples_report_every_baseline_on_the_same_batches() {
+    let plan = "examples/vlm_zero_bubble.mpipe";
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let o = mpipec(&[&["sim", plan, "--json", "--samples", "6", "--seed", "3"], extra].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let alone = run(&[]);
+    let both = run(&["--compare"]);
+    let names: Vec<&str> = both["compare"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let sampled: Vec<&str> =
+        both["samples"]["compare"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(sampled, names);
+    assert!(alone["samples"].get("compare").is_none());
+    for key in ["samples", "mean_s", "p50_s", "p95_s", "max_s"] {
+        assert_eq!(alone["samples"][key], both["samples"][key], "{key}");
+    }
+    for b in both["samples"]["compare"].as_array().unwrap() {
+        let at = |k: &str| b[k].as_f64().unwrap();
+        assert!(at("p50_s") <= at("p95_s") && at("p95_s") <= at("max_s") && b["samples"] == 6, "{b}");
+    }
+    assert!(both["samples"]["derive_s"].as_f64().unwrap() > 0.0);
+    let table = stdout(&mpipec(&["sim", plan, "--samples", "4", "--compare"]));
+    for name in names {
+        assert!(table.lines().any(|l| l.trim_start().starts_with(name) && l.ends_with('x')), "{name}: {table}");
+    }
+    assert!(table.contains("deriving a plan for one batch takes"), "{table}");
+}
+
+/// A plan path of `-` reads standard input: the same plan as from its file, diagnostics naming
+/// `<stdin>`, and `use "…"` paths resolved against the working directory.
+#[test]
+fn a_plan_on_standard_input() {
+    use std::io::Write;
+    let piped = |text: &[u8], args: &[&str]| {
+        let mut child = command(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let text = std::fs::read("examples/paper_small.mpipe").unwrap();
+    let from_file = mpipec(&["sim", "examples/paper_small.mpipe", "--json"]);
+    let from_stdin = piped(&text, &["sim", "-", "--json"]);
+    assert_eq!(from_stdin.status.code(), Some(0), "{}", stderr(&from_stdin));
+    assert_eq!(stdout(&from_stdin), stdout(&from_file));
+    let o = piped(b"use \"examples/missing.mpipe\";\n", &["--color", "never", "check", "-"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("┌─ <stdin>:1:"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("examples/missing.mpipe"), "{}", stderr(&o));
 }

@@ -41,6 +41,16 @@ fn derive_text(text: &str) -> PlanIr {
     mpipe::driver::build(&plan).unwrap_or_else(|e| panic!("{:?}\n{}", e.problems, e.dump)).derived.ir
 }
 
+/// The lists of a small plan and its plan.txt as a build writes it, with the choices derive
+/// made in its header.
+fn lowered(text: &str) -> (PlanIr, String) {
+    let plan = checked_plan(text);
+    let built = mpipe::driver::build(&plan).unwrap_or_else(|e| panic!("{:?}\n{}", e.problems, e.dump));
+    let mut listing = Vec::new();
+    mpipe::ir::text::write_with_choices(&built.derived.ir, &built.resolved.describe(), &mut listing).unwrap();
+    (built.derived.ir, String::from_utf8(listing).unwrap())
+}
+
 fn derive_file(path: &std::path::Path) -> PlanIr {
     let root = common::root();
     let loader = {
@@ -94,8 +104,8 @@ fn every_skeleton_in_small() {
         ("transpose_lookahead", 3, 4, "transpose(chunks = 2, lookahead = 1), 1f1b", Some(true), None),
     ];
     for (name, p, m, schedule, encoder, owner) in cases {
-        let ir = derive_text(&plan_text(*p, *m, schedule, *encoder, *owner));
-        insta::assert_snapshot!(*name, mpipe::ir::text::render(&ir));
+        let (_, listing) = lowered(&plan_text(*p, *m, schedule, *encoder, *owner));
+        insta::assert_snapshot!(*name, listing);
     }
 }
 
@@ -411,7 +421,7 @@ fn a_sink_side_replicated_region() {
     let text = plan_text(3, 6, "transpose, 1f1b, transpose", Some(true), None)
         .replace("    llm = lm;\n}", "    llm = lm;\n    head = vit;\n}")
         .replace("cut enc | llm;", "cut enc | llm | head;");
-    let ir = derive_text(&text);
+    let (ir, listing) = lowered(&text);
     assert_eq!(ir.owner.len(), 2, "owner maps for both replicated regions");
     let sink = ir.stages.len() as u32 - 1;
     let count = |op: Op, stage: u32| {
@@ -419,7 +429,7 @@ fn a_sink_side_replicated_region() {
     };
     assert_eq!((count(Op::Forward, sink), count(Op::Backward, sink)), (6, 6));
     assert_eq!(count(Op::Backward, 0), 0, "the frozen encoder still has no backward");
-    insta::assert_snapshot!("transpose_sink", mpipe::ir::text::render(&ir));
+    insta::assert_snapshot!("transpose_sink", listing);
 }
 
 // ---- the compact plan encoding ---------------------------------------------------------
@@ -487,11 +497,12 @@ fn checked_plan(text: &str) -> mpipe::plan::Plan {
 /// back, so they are split across ranks and the first stage gathers the parts.
 #[test]
 fn a_split_encode_is_gathered_on_the_first_stage() {
-    let ir = derive_text(&with_images(plan_text(4, 8, "transpose, 1f1b", Some(true), Some("by_microbatch")), 4096, 4));
+    let (ir, listing) =
+        lowered(&with_images(plan_text(4, 8, "transpose, 1f1b", Some(true), Some("by_microbatch")), 4096, 4));
     let parts = ir.ranks.iter().flat_map(|r| &r.instructions).filter(|i| i.images.is_some()).count();
     assert!(parts > 0, "the cost model finds a split that pays on this plan");
     assert_eq!(ir.pipeline.images, 4);
-    insta::assert_snapshot!("transpose_split_images", mpipe::ir::text::render(&ir));
+    insta::assert_snapshot!("transpose_split_images", listing);
 }
 
 proptest! {

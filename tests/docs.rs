@@ -204,7 +204,7 @@ fn vocabulary() -> std::collections::BTreeMap<Code, BTreeSet<String>> {
     let loader = common::ui_loader();
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
         let checked = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
-        for d in mpipe::all_diagnostics(&checked) {
+        for d in mpipe::diagnose(&checked, mpipe::Depth::Build) {
             words.entry(d.code).or_default().extend(terms(&d.message));
         }
     }

@@ -1,9 +1,13 @@
 //! The driver: a source loaded once checks under each set of overrides as if read afresh, a
 //! build is simulated once and shared, and a backend answers from the `Built`.
 
+use mpipe::Depth;
+use mpipe::algebra::{Chunks, Skeleton};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
+use mpipe::derive::resolved::{Choices, Resolved};
 use mpipe::diagnostics::Code;
+use mpipe::driver::Make;
 use mpipe::resolve::loader::MemoryLoader;
 
 fn example(name: &str) -> Vec<u8> {
@@ -66,10 +70,12 @@ fn a_backend_answers_from_the_built_plan() {
         }
         _ => panic!("megatron runs the nearest interleaved plan"),
     }
-    let emitted = mpipe::backend::emit(Request { target: Target::Megatron, nearest: true, span: None }, &built)
-        .unwrap_or_else(|d| panic!("{d:?}"));
-    assert_eq!(emitted.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
-    assert!(!emitted.artifacts.is_empty());
+    let megatron = [Request { target: Target::Megatron, nearest: true, span: None }];
+    let products = mpipe::driver::produce(&plan, &megatron, Make::Files, &|| true).unwrap().unwrap();
+    let answer = &products.answers[0];
+    assert_eq!(answer.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
+    assert!(!answer.refused && !answer.artifacts.is_empty());
+    assert_eq!(answer.nearest.as_ref().unwrap().schedule[0].skeleton.to_string(), "interleaved(2)");
 }
 
 #[test]
@@ -78,23 +84,62 @@ fn a_build_whose_answer_is_no_longer_wanted_stops_between_its_passes() {
     let loader = MemoryLoader::new();
     let compiled = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("llm_1f1b.mpipe"), &loader);
     let asked = Cell::new(0);
-    let everything = mpipe::build_diagnostics(&compiled, &|| {
-        asked.set(asked.get() + 1);
-        true
+    let everything = mpipe::diagnose_while(
+        &compiled,
+        Depth::Build,
+        &|| {
+            asked.set(asked.get() + 1);
+            true
+        },
+        &mut |_| {},
+    );
+    assert_eq!(everything.expect("a build that is always wanted answers"), mpipe::diagnose(&compiled, Depth::Build));
+    let never = mpipe::diagnose_while(&compiled, Depth::Check, &|| panic!("checking asks nothing"), &mut |_| {
+        panic!("checking builds nothing")
     });
-    let mut expected = compiled.diagnostics.clone();
-    expected.extend(everything.expect("a build that is always wanted answers"));
-    mpipe::diagnostics::sort(&mut expected);
-    assert_eq!(expected, mpipe::all_diagnostics(&compiled));
+    assert_eq!(never, Some(compiled.diagnostics.clone()));
     // Before the build, before the simulation, before each of its two targets.
     assert_eq!(asked.get(), 4u32);
     for yes in 0..asked.get() {
         let left = Cell::new(yes);
-        let answer = mpipe::build_diagnostics(&compiled, &|| {
-            let wanted = left.get() > 0;
-            left.set(left.get().saturating_sub(1));
-            wanted
-        });
+        let answer = mpipe::diagnose_while(
+            &compiled,
+            Depth::Build,
+            &|| {
+                let wanted = left.get() > 0;
+                left.set(left.get().saturating_sub(1));
+                wanted
+            },
+            &mut |_| {},
+        );
         assert!(answer.is_none(), "a build told no after {yes} yes must stop");
     }
+}
+
+#[test]
+fn lowering_reads_the_resolved_plan_and_plan_txt_lists_its_choices() {
+    let loader = MemoryLoader::new();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("paper_small.mpipe"), &loader).plan.unwrap();
+    let products = mpipe::driver::produce(&plan, &[], Make::Files, &|| true).unwrap().unwrap();
+    let built = &products.built;
+    let choices = &built.resolved.choices;
+    assert!(std::ptr::eq(built.resolved.plan, &plan), "the resolved plan holds the plan as written");
+    let Some(Skeleton::Transpose { chunks: Chunks::Auto, .. }) = choices.encoder else {
+        panic!("paper_small's encoder runs its own `transpose`, chunks chosen: {choices:?}")
+    };
+    assert!(choices.chunks > 1, "the search chunks paper_small's encodes: {choices:?}");
+    // The lists follow the choices and nothing else: one chunk fewer is one encoder stage fewer.
+    let fewer = Resolved { plan: &plan, choices: Choices { chunks: choices.chunks - 1, ..choices.clone() } };
+    let encoder_stages = |ir: &mpipe::ir::PlanIr| ir.stages.iter().filter(|s| s.region == "enc").count();
+    assert_eq!(encoder_stages(&built.derived.ir), choices.chunks as usize);
+    assert_eq!(encoder_stages(&mpipe::derive::lower(&fewer, &built.costs).ir), choices.chunks as usize - 1);
+    assert_eq!(mpipe::derive::lower(&built.resolved, &built.costs).ir, built.derived.ir);
+    let listing = products.files(mpipe::outputs::PlanFormat::Readable);
+    let plan_txt = listing.iter().find(|f| f.path == "plan.txt").unwrap();
+    let mut text = Vec::new();
+    plan_txt.write_to(&mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    let header =
+        format!("\nchoices:\n  enc form: transpose\n  enc chunks: {}\n  enc owner: by_microbatch\n\n", choices.chunks);
+    assert!(text.contains(&header), "{}", &text[..400.min(text.len())]);
 }

@@ -97,12 +97,12 @@ fn every_code_explains_itself_with_examples_that_work() {
         let bytes = example_bytes(erroneous[0]);
         let set = overrides(&bytes);
         let checked = mpipe::driver::load("example.mpipe", "example.mpipe", bytes, &loader).check(&loader, &set);
-        let codes: Vec<Code> = mpipe::all_diagnostics(&checked).iter().map(|d| d.code).collect();
+        let codes: Vec<Code> = mpipe::diagnose(&checked, mpipe::Depth::Build).iter().map(|d| d.code).collect();
         assert!(codes.contains(code), "{name}: the erroneous example gives {codes:?}");
         let fixed: Vec<&Block> = blocks.iter().filter(|b| b.tags.iter().any(|t| t == "fixed")).collect();
         assert_eq!(fixed.len(), 1, "{name}: exactly one ```mpipe,fixed block");
         let checked = mpipe::driver::compile("example.mpipe", "example.mpipe", example_bytes(fixed[0]), &loader);
-        let left: Vec<&str> = mpipe::all_diagnostics(&checked).iter().map(|d| d.code.as_str()).collect();
+        let left: Vec<&str> = mpipe::diagnose(&checked, mpipe::Depth::Build).iter().map(|d| d.code.as_str()).collect();
         assert!(left.is_empty(), "{name}: the fixed example still gives {left:?}");
     }
 }

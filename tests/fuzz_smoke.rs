@@ -1,17 +1,11 @@
 //! A short fuzz smoke run in `cargo test`: the fuzz targets' properties (src/fuzzing.rs) on every
 //! example and fixture, on the regression inputs of tests/fuzz/, and on a fixed number of
-//! deterministic mutations of them. The long runs are `scripts/fuzz` (cargo-fuzz).
+//! deterministic mutations of them; `--set` flags (tests/fuzz/overrides.txt, one a line) the
+//! same way. The long runs are `scripts/fuzz` (cargo-fuzz).
 
 mod common;
 
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as usize
-    }
-}
+use mpipe::random::Lcg;
 
 fn seeds() -> Vec<Vec<u8>> {
     let root = common::root();
@@ -25,7 +19,7 @@ fn seeds() -> Vec<Vec<u8>> {
 fn seeds_and_mutations() {
     let seeds = seeds();
     assert!(seeds.len() > 40);
-    let mut rng = Lcg(0x5eed);
+    let mut rng = Lcg::new(0x5eed);
     let pieces: &[&[u8]] = &[
         b"|",
         b"transpose",
@@ -48,23 +42,47 @@ fn seeds_and_mutations() {
         mpipe::fuzzing::pipeline(seed);
         for _ in 0..6 {
             let mut m = seed.clone();
-            for _ in 0..1 + rng.next() % 3 {
-                let at = if m.is_empty() { 0 } else { rng.next() % m.len() };
-                match rng.next() % 3 {
+            for _ in 0..1 + rng.below(3) {
+                let at = if m.is_empty() { 0 } else { rng.below(m.len()) };
+                match rng.below(3) {
                     0 => {
-                        let end = (at + rng.next() % 8).min(m.len());
+                        let end = (at + rng.below(8)).min(m.len());
                         m.drain(at..end);
                     }
-                    1 => m.splice(at..at, pieces[rng.next() % pieces.len()].iter().copied()).for_each(drop),
+                    1 => m.splice(at..at, pieces[rng.below(pieces.len())].iter().copied()).for_each(drop),
                     _ => {
                         if !m.is_empty() {
-                            m[at] = m[rng.next() % m.len()];
+                            m[at] = m[rng.below(m.len())];
                         }
                     }
                 }
             }
             mpipe::fuzzing::parse(&m);
             mpipe::fuzzing::pipeline(&m);
+        }
+    }
+}
+
+#[test]
+fn overrides_and_mutations() {
+    let flags = std::fs::read_to_string(common::root().join("tests/fuzz/overrides.txt")).unwrap();
+    let flags: Vec<&[u8]> = flags.lines().map(str::as_bytes).collect();
+    assert!(flags.len() > 20);
+    let mut rng = Lcg::new(0x5e7);
+    let pieces: &[&[u8]] = &[b";", b"}", b"{", b"=", b".", b" | ", b",", b"(", b")", b"[", b"]", b"//", b"\"", b"8"];
+    for flag in &flags {
+        mpipe::fuzzing::overrides(flag);
+        for _ in 0..8 {
+            let mut m = flag.to_vec();
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(m.len() + 1);
+                match rng.below(3) {
+                    0 => m.truncate(at),
+                    1 => m.splice(at..at, pieces[rng.below(pieces.len())].iter().copied()).for_each(drop),
+                    _ => m.splice(at..at, flags[rng.below(flags.len())].iter().copied()).for_each(drop),
+                }
+            }
+            mpipe::fuzzing::overrides(&m);
         }
     }
 }

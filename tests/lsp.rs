@@ -220,3 +220,27 @@ fn a_change_during_the_pause_cancels_the_build_of_the_text_it_replaces() {
     c.stop();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Hover on a part reads the last finished build (it never builds): with the build put off,
+/// it has the part as declared; once a save has built the file, also where the part went.
+#[test]
+fn a_part_hover_shows_the_last_finished_build() {
+    let (mut c, uri, dir) = open("placed", json!({"diagnosticsDelayMs": 600_000}), OVER_MEMORY);
+    assert_eq!(c.published(), (1, vec![]));
+    assert_eq!(codes(&c.published().1), BUILT);
+    c.change(&uri, 2, &OVER_MEMORY.replace("pp = 2", "pp = 1").replace("devices = 2", "devices = 1"));
+    assert_eq!(c.published(), (2, vec![]));
+    let hover = |c: &mut Client| {
+        let at = json!({"textDocument": {"uri": uri}, "position": {"line": 18, "character": 4}});
+        c.request("textDocument/hover", at)["contents"]["value"].as_str().unwrap().to_string()
+    };
+    let before = hover(&mut c);
+    assert!(before.starts_with("**llm** = `llama3_70b` — 80 layers"), "{before}");
+    assert!(before.contains("stage 1 on rank 1"), "the build of version 1 placed two stages: {before}");
+    c.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}}));
+    assert_eq!(c.published().0, 2);
+    let after = hover(&mut c);
+    assert!(after.contains("stage 0 on rank 0") && !after.contains("rank 1"), "{after}");
+    c.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -3,21 +3,13 @@
 
 mod common;
 
+use mpipe::random::Lcg;
+
 use mpipe::diagnostics::Code;
 use mpipe::resolve::loader::MemoryLoader;
 
 fn check(bytes: Vec<u8>) -> mpipe::driver::Compiled {
     mpipe::driver::compile("plan.mpipe", "plan.mpipe", bytes, &MemoryLoader::new())
-}
-
-/// A small deterministic generator, so a failure reproduces.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
 }
 
 #[test]
@@ -35,9 +27,9 @@ fn every_prefix_of_every_example() {
 
 #[test]
 fn byte_soup() {
-    let mut rng = Lcg(7);
+    let mut rng = Lcg::new(7);
     for _ in 0..300 {
-        let len = (rng.next() % 200) as usize;
+        let len = rng.below(200);
         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         let checked = check(bytes);
         assert!(checked.diagnostics.iter().all(|d| d.is_error() || d.code.is_warning()));
@@ -89,10 +81,10 @@ fn token_soup() {
         "\n",
         "é",
     ];
-    let mut rng = Lcg(11);
+    let mut rng = Lcg::new(11);
     for _ in 0..2000 {
-        let n = (rng.next() % 40) as usize;
-        let text: Vec<&str> = (0..n).map(|_| tokens[(rng.next() as usize) % tokens.len()]).collect();
+        let n = rng.below(40);
+        let text: Vec<&str> = (0..n).map(|_| tokens[rng.below(tokens.len())]).collect();
         check(text.join(" ").into_bytes());
         let _ = mpipe::fmt::format(&text.join(" "));
     }
@@ -100,7 +92,7 @@ fn token_soup() {
 
 #[test]
 fn mutated_examples() {
-    let mut rng = Lcg(13);
+    let mut rng = Lcg::new(13);
     let text = std::fs::read_to_string(common::root().join("examples/paper_small.mpipe")).unwrap();
     let replacements = ["0", "4294967296", "99999999999999999999999", "1e308", "-1", "2.5", "x", "transpose", "[]", ""];
     for _ in 0..500 {
@@ -110,8 +102,8 @@ fn mutated_examples() {
             if words.is_empty() {
                 break;
             }
-            let (at, _) = words[(rng.next() as usize) % words.len()];
-            let with = replacements[(rng.next() as usize) % replacements.len()];
+            let (at, _) = words[rng.below(words.len())];
+            let with = replacements[rng.below(replacements.len())];
             t.replace_range(at..at + 1, with);
         }
         check(t.into_bytes());

@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use mpipe::Depth;
 use mpipe::diagnostics::Code;
 
 #[test]
@@ -15,7 +16,10 @@ fn fixtures() {
     insta::glob!("ui/*/*.mpipe", |path| {
         let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
         let (checked, human, json) = common::check_rendered(&key, std::fs::read(path).unwrap(), &loader);
-        assert!(!mpipe::all_diagnostics(&checked).is_empty(), "{key} is a fixture for a diagnostic but produced none");
+        assert!(
+            !mpipe::diagnose(&checked, Depth::Build).is_empty(),
+            "{key} is a fixture for a diagnostic but produced none"
+        );
         insta::assert_snapshot!("human", human);
         insta::assert_snapshot!("json", json);
     });
@@ -40,7 +44,7 @@ fn every_code_has_a_fixture() {
     let mut seen: BTreeSet<Code> = BTreeSet::from([Code::E0004]); // generated_too_large
     for common::Fixture { key, path, bytes, set } in common::ui_fixtures() {
         let checked = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
-        let all = mpipe::all_diagnostics(&checked);
+        let all = mpipe::diagnose(&checked, Depth::Build);
         seen.extend(all.iter().map(|d| d.code));
         let header = std::fs::read_to_string(&path).unwrap_or_default();
         if let Some(code) = header.strip_prefix("// ").and_then(|h| h.split(':').next()).and_then(Code::parse) {
@@ -74,8 +78,10 @@ fn fixes_leave_plans_that_check() {
     let loader = common::ui_loader();
     let mut fixes = 0;
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
-        let before =
-            mpipe::all_diagnostics(&mpipe::driver::load(&key, &key, bytes.clone(), &loader).check(&loader, &set));
+        let before = mpipe::diagnose(
+            &mpipe::driver::load(&key, &key, bytes.clone(), &loader).check(&loader, &set),
+            Depth::Build,
+        );
         let errors = |all: &[mpipe::diagnostics::Diagnostic]| -> BTreeSet<Code> {
             all.iter().filter(|d| d.is_error()).map(|d| d.code).collect()
         };
@@ -87,8 +93,9 @@ fn fixes_leave_plans_that_check() {
             }
             let mut text = String::from_utf8(bytes.clone()).unwrap();
             text.replace_range(fix.span.range(), &fix.replacement);
-            let after = mpipe::all_diagnostics(
+            let after = mpipe::diagnose(
                 &mpipe::driver::load(&key, &key, text.clone().into_bytes(), &loader).check(&loader, &set),
+                Depth::Build,
             );
             let (was, now) = (errors(&before), errors(&after));
             // A fixture may show one code twice (two invalid choices); the fixed one is gone.

@@ -1,9 +1,9 @@
 //! The sharded body as the launch-configuration backends describe it: per body stage, how
 //! many of its layers belong to the encoder and how many to the LLM, and which rank holds it.
 
-use crate::derive::Derived;
+use crate::derive::resolved::Resolved;
 use crate::derive::skeletons::rank_of;
-use crate::ir::Mapping;
+use crate::ir::{Mapping, PlanIr};
 use crate::plan::{ArchKind, Decoder, Encoder, Part, Plan};
 
 /// The body's stages as a launch configuration writes its split: the layers of each kind per
@@ -20,8 +20,8 @@ pub struct BodyStages {
 }
 
 impl BodyStages {
-    pub fn of(plan: &Plan, derived: &Derived) -> BodyStages {
-        let placement = &derived.placement;
+    pub fn of(resolved: &Resolved, ir: &PlanIr) -> BodyStages {
+        let plan = resolved.plan;
         let mut parts = Vec::new();
         let mut start = 0;
         for part in &plan.model.parts {
@@ -30,22 +30,17 @@ impl BodyStages {
             start = end;
         }
         let (mut encoder, mut decoder) = (Vec::new(), Vec::new());
-        for stage in placement.stages.iter().filter(|s| s.rank.is_some()) {
+        for stage in ir.stages.iter().filter(|s| s.rank.is_some()) {
+            let [start, end] = stage.layers;
             let (mut e, mut d) = (0, 0);
             for (range, is_encoder) in &parts {
-                let overlap = stage.layers.end.min(range.end).saturating_sub(stage.layers.start.max(range.start));
+                let overlap = end.min(range.end).saturating_sub(start.max(range.start));
                 if *is_encoder { e += overlap } else { d += overlap }
             }
             encoder.push(e);
             decoder.push(d);
         }
-        BodyStages {
-            pp: placement.body.shape.ranks,
-            chunks: placement.body.shape.chunks,
-            mapping: placement.body.mapping,
-            encoder,
-            decoder,
-        }
+        BodyStages { pp: ir.pipeline.ranks, chunks: resolved.body().1, mapping: ir.pipeline.mapping, encoder, decoder }
     }
 
     /// `per_stage` as `[chunk][rank]`: what rank r holds in its chunk c. With the loop mapping

@@ -6,12 +6,14 @@
 
 use super::layout::{self, BodyStages};
 use super::shell::{self, Flag, flag, switch};
-use crate::derive::Derived;
+use crate::derive::resolved::Resolved;
+use crate::ir::PlanIr;
 use crate::outputs::Artifact;
 use crate::plan::{Plan, Recompute};
 
-pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyStages::of(plan, derived);
+pub fn artifacts(resolved: &Resolved, ir: &PlanIr) -> Vec<Artifact> {
+    let plan = resolved.plan;
+    let body = BodyStages::of(resolved, ir);
     let vlm = layout::encoder(plan).is_some();
     let entry = if vlm { "examples/multimodal/train.py" } else { "pretrain_gpt.py" };
     let mut flags = parallel_flags(plan);

@@ -8,12 +8,14 @@ use super::layout::{self, BodyStages};
 use super::shell;
 use super::yaml::{self, Map, list, nested};
 use crate::algebra::Skeleton;
-use crate::derive::Derived;
+use crate::derive::resolved::Resolved;
+use crate::ir::PlanIr;
 use crate::outputs::Artifact;
-use crate::plan::{Decoder, Plan, Recompute};
+use crate::plan::{Decoder, Recompute};
 
-pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyStages::of(plan, derived);
+pub fn artifacts(resolved: &Resolved, ir: &PlanIr) -> Vec<Artifact> {
+    let plan = resolved.plan;
+    let body = BodyStages::of(resolved, ir);
     let c = &plan.cluster;
     let header = vec![
         format!("{} on MindSpore + MindFormers, written by mpipec {}.", plan.source, super::VERSION),
@@ -28,7 +30,7 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
         ),
         "Dataset, tokenizer, optimizer and checkpoint sections come from the MindFormers config you start from.".into(),
     ];
-    let config = yaml::comment(&header) + &config(plan, derived, &body).render();
+    let config = yaml::comment(&header) + &config(resolved, &body).render();
     let mut launch = shell::prologue(
         &[
             header[0].clone(),
@@ -79,9 +81,10 @@ fn offset(body: &BodyStages) -> yaml::Node {
     if body.chunks == 1 { list(&rows[0]) } else { nested(&rows) }
 }
 
-fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
+fn config(resolved: &Resolved, body: &BodyStages) -> Map {
+    let plan = resolved.plan;
     let c = &plan.cluster;
-    let (interleave, scheduler) = scheduler(derived.placement.body.skeleton);
+    let (interleave, scheduler) = scheduler(resolved.body().0);
     let decoder = layout::decoder(plan);
     let recompute = decoder.map(|(p, _)| p.recompute).unwrap_or(Recompute::None);
     let hbm_gb = (plan.cluster.hardware.hbm_bytes / 1e9 * 0.9).floor() as u64;

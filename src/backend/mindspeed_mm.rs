@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use super::layout::{self, BodyStages};
 use super::megatron;
 use super::shell::{self, flag, switch};
-use crate::derive::Derived;
+use crate::derive::resolved::Resolved;
+use crate::ir::PlanIr;
 use crate::outputs::Artifact;
 use crate::plan::{Mlp, Plan};
 
@@ -27,8 +28,9 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("ACLNN_CACHE_LIMIT", "100000"),
 ];
 
-pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyStages::of(plan, derived);
+pub fn artifacts(resolved: &Resolved, ir: &PlanIr) -> Vec<Artifact> {
+    let plan = resolved.plan;
+    let body = BodyStages::of(resolved, ir);
     let entry = "pretrain_vlm.py";
     let runs = format!("Runs {entry} of the MindSpeed-MM checkout in $MINDSPEED_MM (default: the current directory);");
     let cann = "the CANN environment comes from $ASCEND_HOME (default /usr/local/Ascend) when it is there.";

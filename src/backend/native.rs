@@ -9,10 +9,12 @@
 
 use crate::algebra::skeleton::body_skeleton;
 use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
-use crate::derive::{Derived, folded};
+use crate::built::Built;
+use crate::derive::folded;
+use crate::derive::resolved::Resolved;
 use crate::diagnostics::Diagnostic;
-use crate::driver::Built;
 use crate::error::{BackendError, Error};
+use crate::ir::PlanIr;
 use crate::plan::Plan;
 use crate::span::Span;
 
@@ -32,6 +34,13 @@ pub enum Verdict {
     AsWritten,
     Nearest { plan: Box<Plan>, changes: Vec<Change> },
     Impossible(Diagnostic),
+}
+
+/// The diagnostic refusing `request` when its nearest plan fails validation: a compiler bug.
+pub fn invalid_nearest(request: Request, span: Span, problems: &[String]) -> Diagnostic {
+    let reason = format!("internal error: its nearest plan fails validation: {}", problems.join("; "));
+    let help = format!("this is a bug in mpipec {}; build for `torch` meanwhile", super::VERSION);
+    Refusal { span, reason, help }.diagnostic(request)
 }
 
 /// Why a target cannot run a plan, said at the construct it cannot run.
@@ -125,7 +134,7 @@ fn shards_encoder(target: Target) -> bool {
 /// What `request.target` runs of the built plan. Without `nearest` in the request, a plan the
 /// target runs only in another form is refused with what would change.
 pub fn verdict(request: Request, built: &Built) -> Verdict {
-    match nearest(request.target, built.plan, &built.derived) {
+    match nearest(request.target, &built.resolved, &built.derived.ir) {
         Ok(None) => Verdict::AsWritten,
         Ok(Some((plan, changes))) if request.nearest => Verdict::Nearest { plan, changes },
         Ok(Some((_, changes))) => {
@@ -144,15 +153,16 @@ type Changed = Option<(Box<Plan>, Vec<Change>)>;
 
 /// The nearest plan `target` runs natively and what changed (`None`: the plan as written), or
 /// why it has none.
-fn nearest(target: Target, plan: &Plan, derived: &Derived) -> Result<Changed, Refusal> {
+fn nearest(target: Target, resolved: &Resolved, ir: &PlanIr) -> Result<Changed, Refusal> {
     if target == Target::Torch {
         return Ok(None);
     }
-    one_encoder_then_one_llm(target, plan, derived)?;
-    let written = derived.placement.body.skeleton;
+    let plan = resolved.plan;
+    one_encoder_then_one_llm(target, resolved)?;
+    let written = resolved.body().0;
     let body_span = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
     let body_span = body_span.unwrap_or_default();
-    let mpipe = target == Target::HyperParallel && derived.placement.encoder.is_some();
+    let mpipe = target == Target::HyperParallel && resolved.choices.encoder.is_some();
     let mut changes = Vec::new();
     let new_body = match runs_body(target, mpipe, written) {
         Ok(s) => s,
@@ -163,7 +173,7 @@ fn nearest(target: Target, plan: &Plan, derived: &Derived) -> Result<Changed, Re
         }
     };
     let mut nearest = plan.clone();
-    let fold = place_encoder(target, plan, derived, body_span, &mut nearest, &mut changes);
+    let fold = place_encoder(target, (resolved, ir), body_span, &mut nearest, &mut changes);
     if changes.is_empty() {
         return target_rules(target, plan, written, body_span).map(|()| None);
     }
@@ -183,11 +193,11 @@ fn runs_body(target: Target, mpipe: bool, skeleton: Skeleton) -> Result<Skeleton
 }
 
 /// The stacks' configs describe one encoder, then one LLM, and nothing after it.
-fn one_encoder_then_one_llm(target: Target, plan: &Plan, derived: &Derived) -> Result<(), Refusal> {
-    let name = target.name();
-    if let Some(sink) = derived.placement.sink {
+fn one_encoder_then_one_llm(target: Target, resolved: &Resolved) -> Result<(), Refusal> {
+    let (name, plan) = (target.name(), resolved.plan);
+    if let Some(sink) = resolved.sink() {
         return Err(Refusal {
-            span: plan.schedule[sink.region].span,
+            span: plan.schedule[sink].span,
             reason: format!("`{name}` has no replicated region after the LLM"),
             help: "build this plan for `torch`, which runs any plan".into(),
         });
@@ -218,23 +228,23 @@ fn one_encoder_then_one_llm(target: Target, plan: &Plan, derived: &Derived) -> R
 /// encoder is to be folded.
 fn place_encoder(
     target: Target,
-    plan: &Plan,
-    derived: &Derived,
+    (resolved, ir): (&Resolved, &PlanIr),
     body_span: Span,
     nearest: &mut Plan,
     changes: &mut Vec<Change>,
 ) -> bool {
-    let name = target.name();
+    let (name, plan) = (target.name(), resolved.plan);
     let encoder_layers = leading_encoder_layers(plan);
-    match derived.placement.encoder {
-        Some(enc) if target == Target::HyperParallel => {
-            let span = plan.schedule[enc.region].span;
-            let (encoder, whats) = mpipe_encoder(plan.schedule[enc.region].skeleton, enc.chunks);
+    // The encoder, when there is one, is region 0.
+    match resolved.choices.encoder.map(|_| 0) {
+        Some(region) if target == Target::HyperParallel => {
+            let span = plan.schedule[region].span;
+            let (encoder, whats) = mpipe_encoder(plan.schedule[region].skeleton, resolved.choices.chunks);
             changes.extend(whats.into_iter().map(|what| Change { span, what }));
-            nearest.schedule[enc.region].skeleton = encoder;
+            nearest.schedule[region].skeleton = encoder;
             let (p, m) = (plan.cluster.pp as u32, plan.batch.microbatches as u32);
             let round_robin: Vec<u32> = (0..m).map(|mb| mb % p).collect();
-            let owners = derived.transpose.as_ref().map(|t| t.owners.clone()).unwrap_or_default();
+            let owners = ir.owner.get(&plan.cut.regions[region].name).cloned().unwrap_or_default();
             if owners != round_robin {
                 changes.push(Change {
                     span,
@@ -248,9 +258,9 @@ fn place_encoder(
             nearest.owner = Some(OwnerSpec::RoundRobin);
             false
         }
-        Some(enc) => {
+        Some(region) => {
             changes.push(Change {
-                span: plan.schedule[enc.region].span,
+                span: plan.schedule[region].span,
                 what: format!(
                     "the encoder ({encoder_layers} layers) is folded into pipeline stage 0 and the LLM layers are \
                      rebalanced around it: `{name}` builds the encoder into the first stage and has no replicated one"
@@ -258,7 +268,7 @@ fn place_encoder(
             });
             true
         }
-        None if !shards_encoder(target) && BodyStages::of(plan, derived).encoder.iter().skip(1).any(|&n| n > 0) => {
+        None if !shards_encoder(target) && BodyStages::of(resolved, ir).encoder.iter().skip(1).any(|&n| n > 0) => {
             changes.push(Change {
                 span: body_span,
                 what: format!(

@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mpipe::outputs::{Output, PlanFormat};
+use mpipe::driver::Make;
+use mpipe::outputs::PlanFormat;
 
 use super::progress::Ticker;
 use super::report::Reporter;
@@ -53,12 +54,6 @@ pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
 pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
     let source = super::check::read_source(global, plan, reporter)?;
     let (checked, plan_spec) = super::check::plan_of(source.check(global, &[]), plan, reporter)?;
-    let ticker = guard(global, &source, &plan_spec, request, reporter)?;
-    let built = mpipe::driver::build(&plan_spec).map_err(|invalid| internal_error(&invalid))?;
-    ticker.stage("simulating");
-    let diagnostics = built.diagnostics();
-    ticker.aside(|| reporter.emit(&diagnostics, &checked.program.sources));
-    ticker.stage("writing");
     let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
@@ -68,28 +63,20 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
             return Err(EXIT_USAGE);
         }
     };
+    let ticker = guard(global, &source, &plan_spec, request, reporter)?;
+    let products = mpipe::driver::produce(&plan_spec, &requests, Make::Files, &|| true)
+        .map_err(|invalid| internal_error(&invalid))?
+        .expect("a build nobody cancels runs to the end");
+    ticker.stage("writing");
+    ticker.aside(|| reporter.emit(&products.diagnostics(), &checked.program.sources));
     // Every target is emitted (or refused) before anything is written: one that cannot run
     // the plan leaves the output directory as it was.
-    let mut files: Vec<Output> = mpipe::outputs::outputs(&built, request.format);
-    let mut failed = false;
-    for target in requests {
-        match mpipe::backend::emit(target, &built) {
-            Ok(emitted) => {
-                ticker.aside(|| reporter.emit(&emitted.diagnostics, &checked.program.sources));
-                files.extend(emitted.artifacts.into_iter().map(Output::from));
-            }
-            Err(diagnostics) => {
-                ticker.aside(|| reporter.emit(&diagnostics, &checked.program.sources));
-                failed = true;
-            }
-        }
-    }
-    if failed {
+    if products.refused() {
         reporter.finish();
         eprintln!("nothing was written to {}", request.out.display());
         return Err(EXIT_INPUT);
     }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let files = products.files(request.format);
     let names: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
     let written = output::write_atomically(request.out, files, request.force);
     drop(ticker);
@@ -124,7 +111,7 @@ fn guard(
         return Ok(Ticker::idle());
     }
     eprintln!("{}", estimate.notice("building"));
-    Ok(Ticker::start("deriving", estimate.seconds))
+    Ok(Ticker::start("building", estimate.seconds))
 }
 
 /// A derived plan the validator rejected: a compiler bug, reported with a dump.

@@ -1,7 +1,9 @@
-//! `mpipec check FILE…`
+//! `mpipec check FILE…`: every diagnostic `build` would give each file ([`mpipe::diagnose`] at
+//! [`Depth::Build`]), with nothing written.
 
 use std::path::{Path, PathBuf};
 
+use mpipe::Depth;
 use mpipe::driver::{Compiled, Loaded};
 use mpipe::plan::Plan;
 
@@ -17,13 +19,19 @@ pub struct Source {
 }
 
 impl Source {
-    /// Reads and loads `path`; `Err` is an I/O problem with the plan file itself.
+    /// Reads and loads `path` (`-`: standard input, whose `use "…"` paths resolve against the
+    /// working directory); `Err` is an I/O problem with the plan file itself.
     pub fn read(global: &Global, path: &Path) -> Result<Source, String> {
         let shown = path.display();
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
-        let (loader, key) = FsLoader::for_plan(path, global.allow_outside)
-            .map_err(|e| format!("cannot read `{shown}`: {}", io_reason(e)))?;
-        Ok(Source { loaded: mpipe::driver::load(&key, &path.to_string_lossy(), bytes, &loader), loader })
+        let cannot = |e| format!("cannot read `{shown}`: {}", io_reason(e));
+        let (bytes, (loader, key), name) = if path == Path::new(STDIN) {
+            let loader = FsLoader::for_stdin(STDIN_NAME, global.allow_outside).map_err(cannot)?;
+            (stdin_bytes().map_err(cannot)?, loader, STDIN_NAME.into())
+        } else {
+            let bytes = std::fs::read(path).map_err(cannot)?;
+            (bytes, FsLoader::for_plan(path, global.allow_outside).map_err(cannot)?, path.to_string_lossy())
+        };
+        Ok(Source { loaded: mpipe::driver::load(&key, &name, bytes, &loader), loader })
     }
 
     /// The plan checked with the global `--set`s and then `extra`.
@@ -31,6 +39,21 @@ impl Source {
         let overrides: Vec<(String, String)> = global.set.iter().chain(extra).cloned().collect();
         self.loaded.clone().check(&self.loader, &overrides)
     }
+}
+
+/// The plan path that means standard input, and the name its diagnostics show.
+const STDIN: &str = "-";
+const STDIN_NAME: &str = "<stdin>";
+
+/// Standard input, read once: `verify` loads its plan twice.
+fn stdin_bytes() -> std::io::Result<Vec<u8>> {
+    static TEXT: std::sync::OnceLock<Result<Vec<u8>, std::io::ErrorKind>> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes).map_err(|e| e.kind())
+    })
+    .clone()
+    .map_err(std::io::Error::from)
 }
 
 /// Reads, loads and checks one plan from disk; `Err` is an I/O problem with the plan file itself.
@@ -81,7 +104,7 @@ pub fn run(global: &Global, files: &[PathBuf]) -> u8 {
     for path in files {
         match load(global, path) {
             Ok(checked) => {
-                reporter.emit(&checked.diagnostics, &checked.program.sources);
+                reporter.emit(&mpipe::diagnose(&checked, Depth::Build), &checked.program.sources);
                 // A file of definitions checks; one that defines nothing is no plan, as `build` says.
                 let empty = checked.program.modules[0].ast.as_ref().is_some_and(|m| m.items.is_empty());
                 if empty && !checked.has_errors() {

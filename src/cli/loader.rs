@@ -19,9 +19,20 @@ impl FsLoader {
     pub fn for_plan(path: &Path, allow_outside: bool) -> std::io::Result<(FsLoader, String)> {
         let canonical = path.canonicalize()?;
         let root = canonical.parent().map(Path::to_path_buf).unwrap_or_default();
-        let key = canonical.to_string_lossy().into_owned();
-        let displays = RefCell::new(BTreeMap::from([(key.clone(), path.to_string_lossy().into_owned())]));
-        Ok((FsLoader { root, allow_outside, displays }, key))
+        Ok(FsLoader::rooted(root, canonical.to_string_lossy().into_owned(), &path.to_string_lossy(), allow_outside))
+    }
+
+    /// A loader for a plan read from standard input and shown as `name`: its imports resolve
+    /// against the working directory, as if it were a file there.
+    pub fn for_stdin(name: &str, allow_outside: bool) -> std::io::Result<(FsLoader, String)> {
+        let root = std::env::current_dir()?.canonicalize()?;
+        let key = root.join(name).to_string_lossy().into_owned();
+        Ok(FsLoader::rooted(root, key, name, allow_outside))
+    }
+
+    fn rooted(root: PathBuf, key: String, display: &str, allow_outside: bool) -> (FsLoader, String) {
+        let displays = RefCell::new(BTreeMap::from([(key.clone(), display.to_string())]));
+        (FsLoader { root, allow_outside, displays }, key)
     }
 }
 

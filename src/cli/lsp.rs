@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use lsp_server::{Connection, Message, Notification, Request, Response};
 use lsp_types as lsp;
 use mpipe::diagnostics::{Diagnostic, Severity};
+use mpipe::driver::Compiled;
+use mpipe::ide::Placements;
 use mpipe::ide::diagnostics::{self as ide_diagnostics, Depth};
 use mpipe::resolve::loader::{Loader, ResolveError, Resolved};
 use mpipe::span::{FileId, SourceFile, Span};
@@ -24,10 +26,18 @@ use super::loader::FsLoader;
 /// another delay with `initializationOptions.diagnosticsDelayMs`.
 const BUILD_DELAY: Duration = Duration::from_millis(300);
 
+/// What the last finished build of each open document placed where, by path: written by the
+/// build thread, read by hover.
+type Placed = Arc<Mutex<BTreeMap<String, Arc<Placements>>>>;
+
 #[derive(Clone)]
 struct Server {
     /// Open documents by file path, with their text.
     docs: BTreeMap<String, String>,
+    /// The last check of each open document, made when its text came: what hover, go to
+    /// definition and completion read, so no request parses, checks or builds.
+    checked: BTreeMap<String, Arc<Compiled>>,
+    placed: Placed,
     /// Where the standard library is written for go-to-definition.
     stdlib_dir: PathBuf,
 }
@@ -86,7 +96,7 @@ fn range(file: &SourceFile, span: Span) -> lsp::Range {
 }
 
 impl Server {
-    fn check(&self, path: &str) -> Option<mpipe::driver::Compiled> {
+    fn check(&self, path: &str) -> Option<Compiled> {
         let text = self.docs.get(path)?;
         let (fs, key) = FsLoader::for_plan(Path::new(path), false).ok()?;
         let mut docs = self.docs.clone();
@@ -96,7 +106,7 @@ impl Server {
     }
 
     /// The file a span lives in, as a path an editor can open (the stdlib is written out).
-    fn file_path(&self, checked: &mpipe::driver::Compiled, file: FileId) -> Option<String> {
+    fn file_path(&self, checked: &Compiled, file: FileId) -> Option<String> {
         let name = &checked.program.sources.get(file).name;
         if let Some(rest) = name.strip_prefix("<std>/") {
             std::fs::create_dir_all(&self.stdlib_dir).ok()?;
@@ -110,15 +120,26 @@ impl Server {
         Some(checked.program.modules[module].key.clone())
     }
 
-    /// The open file's diagnostics at `depth`, and whether a build could add to them; `None`
-    /// when `wanted` stopped the build part-way.
-    fn diagnostics(&self, path: &str, depth: Depth, wanted: &dyn Fn() -> bool) -> Option<(Vec<lsp::Diagnostic>, bool)> {
-        let Some(checked) = self.check(path) else { return Some((Vec::new(), false)) };
-        let all = ide_diagnostics::diagnostics(&checked, depth, wanted)?;
-        Some((all.iter().map(|d| self.to_lsp(&checked, d)).collect(), ide_diagnostics::builds(&checked)))
+    /// The diagnostics of the open file `path`, checked as `checked`, at `depth`; `None` when
+    /// `wanted` stopped the build part-way. A build that placed the plan leaves what it placed
+    /// for hover.
+    fn diagnostics(
+        &self,
+        path: &str,
+        checked: &Compiled,
+        depth: Depth,
+        wanted: &dyn Fn() -> bool,
+    ) -> Option<Vec<lsp::Diagnostic>> {
+        let mut placed = |placements| {
+            if let Ok(mut p) = self.placed.lock() {
+                p.insert(path.to_string(), Arc::new(placements));
+            }
+        };
+        let all = ide_diagnostics::diagnostics(checked, depth, wanted, &mut placed)?;
+        Some(all.iter().map(|d| self.to_lsp(checked, d)).collect())
     }
 
-    fn to_lsp(&self, checked: &mpipe::driver::Compiled, d: &Diagnostic) -> lsp::Diagnostic {
+    fn to_lsp(&self, checked: &Compiled, d: &Diagnostic) -> lsp::Diagnostic {
         let sources = &checked.program.sources;
         let primary = d.position();
         let r = primary.map(|s| range(sources.get(s.file), s)).unwrap_or_default();
@@ -159,9 +180,9 @@ impl Server {
         }
     }
 
-    /// The checked document and the byte offset of an LSP position in it.
-    fn at(&self, uri: &lsp::Uri, pos: lsp::Position) -> Option<(mpipe::driver::Compiled, FileId, usize)> {
-        let checked = self.check(&path_of(uri))?;
+    /// The document's last check and the byte offset of an LSP position in it.
+    fn at(&self, uri: &lsp::Uri, pos: lsp::Position) -> Option<(Arc<Compiled>, FileId, usize)> {
+        let checked = self.checked.get(&path_of(uri))?.clone();
         let file = checked.program.root().file;
         let offset = checked.program.sources.get(file).offset_of_utf16(pos.line as usize, pos.character as usize);
         Some((checked, file, offset))
@@ -174,7 +195,10 @@ impl Server {
                 let Ok(p) = serde_json::from_value::<lsp::HoverParams>(req.params.clone()) else { return null };
                 let d = p.text_document_position_params;
                 let Some((checked, file, offset)) = self.at(&d.text_document.uri, d.position) else { return null };
-                let Some((span, text)) = mpipe::ide::hover(&checked, file, offset) else { return null };
+                let placed = self.placed.lock().ok().and_then(|p| p.get(&path_of(&d.text_document.uri)).cloned());
+                let Some((span, text)) = mpipe::ide::hover(&checked, placed.as_deref(), file, offset) else {
+                    return null;
+                };
                 let hover = lsp::Hover {
                     contents: lsp::HoverContents::Markup(lsp::MarkupContent {
                         kind: lsp::MarkupKind::Markdown,
@@ -200,11 +224,11 @@ impl Server {
                 let d = p.text_document_position;
                 let path = path_of(&d.text_document.uri);
                 let Some(text) = self.docs.get(&path) else { return null };
-                let checked = self.check(&path);
+                let checked = self.checked.get(&path).map(Arc::as_ref);
                 let source = SourceFile::new(path.clone(), text.clone());
                 let offset = source.offset_of_utf16(d.position.line as usize, d.position.character as usize);
                 let file = checked.as_ref().map_or(FileId(0), |c| c.program.root().file);
-                let items: Vec<lsp::CompletionItem> = mpipe::ide::completions(checked.as_ref(), file, text, offset)
+                let items: Vec<lsp::CompletionItem> = mpipe::ide::completions(checked, file, text, offset)
                     .into_iter()
                     .map(|c| lsp::CompletionItem {
                         label: c.label,
@@ -271,7 +295,8 @@ fn builder(outbox: Outbox, versions: Versions) -> (mpsc::Sender<Job>, JoinHandle
             for (path, job) in newest {
                 let current = |versions: &BTreeMap<String, i32>| versions.get(&path) == Some(&job.version);
                 let wanted = || versions.lock().is_ok_and(|v| current(&v));
-                let Some((diagnostics, _)) = job.server.diagnostics(&path, Depth::Build, &wanted) else {
+                let Some(checked) = job.server.check(&path) else { continue };
+                let Some(diagnostics) = job.server.diagnostics(&path, &checked, Depth::Build, &wanted) else {
                     continue;
                 };
                 if let Ok(v) = versions.lock()
@@ -304,8 +329,15 @@ impl Session {
         if let Ok(mut v) = self.versions.lock() {
             v.insert(path.clone(), version);
         }
-        let Some((diagnostics, builds)) = self.server.diagnostics(&path, Depth::Check, &|| true) else { return };
+        let Some(checked) = self.server.check(&path) else {
+            self.server.checked.remove(&path);
+            publish(&self.outbox, uri, version, Vec::new());
+            return;
+        };
+        let diagnostics = self.server.diagnostics(&path, &checked, Depth::Check, &|| true).unwrap_or_default();
         publish(&self.outbox, uri, version, diagnostics);
+        let builds = ide_diagnostics::builds(&checked);
+        self.server.checked.insert(path.clone(), Arc::new(checked));
         if builds {
             self.due.insert(path, (Instant::now() + after, uri.clone()));
         } else {
@@ -323,6 +355,10 @@ impl Session {
     fn closed(&mut self, uri: &lsp::Uri) {
         let path = path_of(uri);
         self.server.docs.remove(&path);
+        self.server.checked.remove(&path);
+        if let Ok(mut p) = self.server.placed.lock() {
+            p.remove(&path);
+        }
         self.due.remove(&path);
         if let Ok(mut v) = self.versions.lock() {
             v.remove(&path);
@@ -418,8 +454,12 @@ pub fn run() -> u8 {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    let server =
-        Server { docs: BTreeMap::new(), stdlib_dir: cache.join("mpipec").join(format!("stdlib-{}", mpipe::VERSION)) };
+    let server = Server {
+        docs: BTreeMap::new(),
+        checked: BTreeMap::new(),
+        placed: Placed::default(),
+        stdlib_dir: cache.join("mpipec").join(format!("stdlib-{}", mpipe::VERSION)),
+    };
     let sender = connection.sender.clone();
     let outbox: Outbox = Arc::new(move |m| {
         let _ = sender.send(m);

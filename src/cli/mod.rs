@@ -86,7 +86,7 @@ pub enum TuneObjective {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check plans and report every diagnostic
+    /// Check plans and report every diagnostic a build would give them, writing nothing
     Check {
         /// Plans, or files of definitions, to check
         #[arg(required = true, value_name = "FILE")]
@@ -112,6 +112,10 @@ enum Command {
         /// Print report.json instead of the table
         #[arg(long)]
         json: bool,
+        /// With --json: print one line, {"report": REPORT, "ir": PLAN}, the report and the
+        /// per-rank plan that plan.json holds (what Python's `mpipec.compile` reads)
+        #[arg(long, requires = "json")]
+        ir: bool,
         /// Also derive and simulate the baselines, each under the plan's body skeleton
         /// (megatron-even, megatron-style, disttrain-like, prefix, hyperparallel, round-robin
         /// transpose; other skeletons for plans without an encoder)
@@ -333,8 +337,13 @@ pub fn main() -> ExitCode {
         Command::Sweep { plan, vary, compare, json, out } => {
             sweep::run(&cli.global, plan, vary, *compare, *json, out.as_deref())
         }
-        Command::Sim { plan, json, compare, samples, seed } => {
-            sim::run(&cli.global, plan, *json, *compare, samples.map(|n| (n as usize, *seed)))
+        Command::Sim { plan, json, ir, compare, samples, seed } => {
+            let format = match (*json, *ir) {
+                (true, true) => sim::Format::JsonWithIr,
+                (true, false) => sim::Format::Json,
+                _ => sim::Format::Table,
+            };
+            sim::run(&cli.global, plan, format, *compare, samples.map(|n| (n as usize, *seed)))
         }
         Command::Build { plan, out, force, target, nearest, plan_format, large_output } => {
             let request = build::Request {

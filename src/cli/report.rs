@@ -71,8 +71,8 @@ impl Reporter {
             return;
         }
         match self.format {
-            MessageFormat::Json => println!("{}", serde_json::json!({"type": "error", "message": message})),
-            _ => eprintln!("error: {message}"),
+            MessageFormat::Json => println!("{}", json::plain_error_json(message)),
+            _ => eprint!("{}", render::plain_error(message)),
         }
     }
 

@@ -1,8 +1,10 @@
 //! `mpipec sim PLAN [--json] [--compare]`
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
+use mpipe::explore::samples::Stats;
 use mpipe::sim::report::Report;
 
 use super::Global;
@@ -17,7 +19,17 @@ fn gib(b: f64) -> String {
     format!("{:.1} GiB", b / 1073741824.0)
 }
 
-pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Option<(usize, u64)>) -> u8 {
+/// What `mpipec sim` prints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    /// report.json
+    Json,
+    /// `{"report": …, "ir": …}` on one line: the report and plan.json in one run.
+    JsonWithIr,
+}
+
+pub fn run(global: &Global, plan: &Path, format: Format, compare: bool, samples: Option<(usize, u64)>) -> u8 {
     let mut reporter = Reporter::new(global);
     let source = match super::check::read_source(global, plan, &mut reporter) {
         Ok(source) => source,
@@ -48,31 +60,106 @@ pub fn run(global: &Global, plan: &Path, json: bool, compare: bool, samples: Opt
         report.compare = mpipe::explore::compare::compare(&spec, report.step_time_s);
     }
     reporter.finish();
-    let sampled = samples.map(|(n, seed)| {
-        let batches = mpipe::explore::samples::draw(&spec, n, seed);
-        mpipe::explore::samples::static_schedule(&spec, &built.derived, &batches)
-    });
-    if json {
-        let mut value = serde_json::to_value(&report).expect("the report serialises");
-        if let Some(s) = &sampled {
-            value["samples"] = serde_json::to_value(s).expect("stats serialise");
-        }
-        println!("{}", serde_json::to_string_pretty(&value).expect("the report serialises"));
-    } else {
-        let timeline = mpipe::sim::timeline::ascii(&built.derived.ir, &simulation.timeline, 96);
-        print!("{}", human(&spec, &built.derived.ir, &report, &timeline));
-        if let Some(s) = &sampled {
-            println!(
-                "\nacross {} sampled batches (one static schedule): mean {}  p50 {}  p95 {}  max {}",
-                s.samples,
-                seconds(s.mean_s),
-                seconds(s.p50_s),
-                seconds(s.p95_s),
-                seconds(s.max_s)
-            );
-        }
+    let sampled = samples.map(|(n, seed)| sample(&spec, &built.derived, n, seed, compare));
+    match format {
+        Format::Table => print_table(&spec, &built.derived.ir, simulation, &report, sampled.as_ref()),
+        Format::Json | Format::JsonWithIr => print_json(&report, sampled.as_ref(), &built.derived.ir, format),
     }
     0
+}
+
+/// What `--samples` reports: the plan's static schedule on the drawn batches, what deriving a
+/// schedule for one batch costs, and with `--compare` each baseline on the same batches.
+#[derive(serde::Serialize)]
+struct Sampled {
+    #[serde(flatten)]
+    plan: Stats,
+    /// Median wall-clock seconds of deriving, lowering and validating a plan for one drawn batch
+    /// (up to `TIMED` of them): what re-deriving every step would cost.
+    derive_s: f64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    compare: Vec<mpipe::explore::samples::Baseline>,
+}
+
+/// How many drawn batches the derive time is the median of: a derivation of a large plan takes
+/// seconds, and its spread is small.
+const TIMED: usize = 3;
+
+fn sample(spec: &mpipe::plan::Plan, derived: &mpipe::derive::Derived, n: usize, seed: u64, compare: bool) -> Sampled {
+    use mpipe::explore::samples;
+    let batches = samples::draw(spec, n, seed);
+    let mut times: Vec<f64> = batches
+        .iter()
+        .take(TIMED)
+        .map(|tokens| {
+            let batch = samples::with_tokens(spec, tokens);
+            let start = std::time::Instant::now();
+            let _ = mpipe::driver::build(&batch);
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    Sampled {
+        plan: samples::static_schedule(spec, derived, &batches),
+        derive_s: times[times.len() / 2],
+        compare: if compare { samples::baselines(spec, &batches) } else { Vec::new() },
+    }
+}
+
+fn print_table(
+    spec: &mpipe::plan::Plan,
+    ir: &mpipe::ir::PlanIr,
+    simulation: &mpipe::sim::report::Simulation,
+    report: &Report,
+    sampled: Option<&Sampled>,
+) {
+    let timeline = mpipe::sim::timeline::ascii(ir, &simulation.timeline, 96);
+    print!("{}", human(spec, ir, report, &timeline));
+    if let Some(s) = sampled {
+        print!("{}", samples_table(s));
+    }
+}
+
+/// The sampled batches' step times, the plan's static schedule first, then each baseline's.
+fn samples_table(s: &Sampled) -> String {
+    let mut out = format!(
+        "\nacross {} sampled batches, each schedule static:\n  {:<22} {:>10} {:>10} {:>10} {:>10}\n",
+        s.plan.samples, "", "mean", "p50", "p95", "max"
+    );
+    let rows = std::iter::once(("this plan", &s.plan)).chain(s.compare.iter().map(|b| (b.name, &b.stats)));
+    for (name, x) in rows {
+        let _ = writeln!(
+            out,
+            "  {name:<22} {:>10} {:>10} {:>10} {:>10}{}",
+            seconds(x.mean_s),
+            seconds(x.p50_s),
+            seconds(x.p95_s),
+            seconds(x.max_s),
+            if std::ptr::eq(x, &s.plan) { String::new() } else { format!("   {:.3}x", x.mean_s / s.plan.mean_s) }
+        );
+    }
+    let _ = writeln!(out, "deriving a plan for one batch takes {} (median of up to {TIMED})", seconds(s.derive_s));
+    out
+}
+
+/// report.json (with the samples' statistics), alone or with the plan (`--ir`).
+fn print_json(report: &Report, sampled: Option<&Sampled>, ir: &mpipe::ir::PlanIr, format: Format) {
+    #[derive(serde::Serialize)]
+    struct WithIr<'a> {
+        report: &'a serde_json::Value,
+        ir: &'a mpipe::ir::PlanIr,
+    }
+    let mut value = serde_json::to_value(report).expect("the report serialises");
+    if let Some(s) = sampled {
+        value["samples"] = serde_json::to_value(s).expect("stats serialise");
+    }
+    if format == Format::JsonWithIr {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        serde_json::to_writer(&mut out, &WithIr { report: &value, ir }).expect("the report and the plan serialise");
+        let _ = writeln!(out);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&value).expect("the report serialises"));
+    }
 }
 
 /// The per-rank table. A column that is zero on every rank says nothing (encoder work and

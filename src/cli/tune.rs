@@ -81,9 +81,9 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
 
 /// The one static schedule against a schedule derived for each sampled batch.
 fn print_per_batch(built: &Built, n: usize, seed: u64) {
-    let batches = samples::draw(built.plan, n, seed);
-    let fixed = samples::static_schedule(built.plan, &built.derived, &batches);
-    let adapted = samples::per_batch(built.plan, &batches);
+    let batches = samples::draw(built.plan(), n, seed);
+    let fixed = samples::static_schedule(built.plan(), &built.derived, &batches);
+    let adapted = samples::per_batch(built.plan(), &batches);
     println!("{} batches (seed {seed}):", fixed.samples);
     println!(
         "  static schedule      mean {:.3} s  p50 {:.3} s  p95 {:.3} s  max {:.3} s",

@@ -5,6 +5,11 @@
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 
+use super::order::{Dep, OrderGraph};
+use super::placement::Placement;
+use crate::cost::{self, Costs};
+use crate::plan::Plan;
+
 /// Start and end of every node, by node index.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Times {
@@ -37,4 +42,39 @@ pub fn longest_path<N, E>(
         end[node.index()] = s + duration(node);
     }
     Ok(Times { start, end })
+}
+
+/// The longest chain of data dependencies in `order`, each event at its duration and each
+/// cross-rank hand-off at its transfer time: what unlimited ranks could not beat.
+pub fn data_path(order: &OrderGraph, placement: &Placement, plan: &Plan, costs: &dyn Costs) -> f64 {
+    let g = &order.graph;
+    let mut data = DiGraph::<(), f64>::with_capacity(g.node_count(), g.edge_count());
+    for _ in 0..g.node_count() {
+        data.add_node(());
+    }
+    let stages = &placement.stages;
+    let images = plan.batch.images as u32;
+    for e in g.edge_indices() {
+        if let Dep::Data(_) = g[e] {
+            let (a, b) = g.edge_endpoints(e).expect("an edge has ends");
+            let (ra, rb) = (g[a].rank, g[b].rank);
+            let latency = match (ra, rb, g[a].instr.stage, g[a].instr.mb) {
+                (Some(x), Some(y), Some(s), Some(mb)) if x != y => {
+                    costs.transfer(stages[s as usize].layers.clone(), mb, g[a].instr.share(images), x, y)
+                }
+                _ => 0.0,
+            };
+            data.add_edge(a, b, latency);
+        }
+    }
+    let duration = |n: NodeIndex| {
+        let i = &g[n].instr;
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) if i.op.is_compute() => {
+                cost::compute_time(costs, i.op, stages[s as usize].layers.clone(), mb) * i.share(images)
+            }
+            _ => 0.0,
+        }
+    };
+    longest_path(&data, duration, |e| data[e]).map(|t| t.makespan()).unwrap_or(0.0)
 }

@@ -84,7 +84,15 @@ pub fn to_json(d: &Diagnostic, sources: &SourceMap) -> String {
     serde_json::to_string(&json).expect("diagnostics serialise")
 }
 
-/// The closing object of a JSON run.
+/// The closing object of a JSON run; `rendered` is the closing line the human format prints.
 pub fn summary_json(errors: usize, warnings: usize) -> String {
-    serde_json::json!({ "type": "summary", "errors": errors, "warnings": warnings }).to_string()
+    let rendered = super::render::summary(errors, warnings).map(|line| line + "\n");
+    serde_json::json!({ "type": "summary", "errors": errors, "warnings": warnings, "rendered": rendered }).to_string()
+}
+
+/// A problem outside any source file (a file that cannot be read, say): its JSON object, with
+/// `rendered` as the human format prints it.
+pub fn plain_error_json(message: &str) -> String {
+    serde_json::json!({ "type": "error", "message": message, "rendered": super::render::plain_error(message) })
+        .to_string()
 }

@@ -95,6 +95,11 @@ pub fn render(d: &Diagnostic, sources: &SourceMap, style: Style, color: bool) ->
     out
 }
 
+/// A problem outside any source file, as the human format prints it.
+pub fn plain_error(message: &str) -> String {
+    format!("error: {message}\n")
+}
+
 /// "error: 2 errors, 1 warning" — the closing line of a run.
 pub fn summary(errors: usize, warnings: usize) -> Option<String> {
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });

@@ -68,6 +68,15 @@ pub enum ImportError {
         span: Span,
         what: &'static str,
     },
+    /// A `--set` value with more text after what its key takes (`cluster.pp=4; dp = 2`).
+    OverrideTrailing {
+        span: Span,
+        key: String,
+        takes: &'static str,
+        found: String,
+        /// The flag that sets what follows, when it reads as `FIELD = VALUE`.
+        next: Option<String>,
+    },
 }
 
 impl ImportError {
@@ -130,6 +139,14 @@ impl ImportError {
             BadOverride { span, key, keys } => d(Code::E0109, format!("`--set {key}` names nothing in the plan"))
                 .primary(*span, "not a key `--set` knows, or the plan has no such part")
                 .help(format!("keys are {}", keys.join(", "))),
+            OverrideTrailing { span, key, takes, found, next } => {
+                d(Code::E0110, format!("`--set {key}` takes {takes}, but its value goes on"))
+                    .primary(*span, format!("{found} follows the value"))
+                    .help(match next {
+                        Some(flag) => format!("each `--set` changes one thing: give the next its own flag, `{flag}`"),
+                        None => "each `--set` changes one thing: give each further change its own flag".into(),
+                    })
+            }
             PlanInLibrary { span, what } => d(Code::E0108, format!("`{what}` in an imported file"))
                 .primary(*span, "only the plan given on the command line may say this")
                 .help("imported files hold definitions (`hardware`, `encoder`, `decoder`); move this into the plan"),

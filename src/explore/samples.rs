@@ -39,11 +39,8 @@ pub fn draw(plan: &Plan, n: usize, seed: u64) -> Vec<Vec<u64>> {
     let dist: Vec<(u64, f64)> =
         if !b.histogram.is_empty() { b.histogram.clone() } else { b.image_tokens.iter().map(|t| (*t, 1.0)).collect() };
     let total: f64 = dist.iter().map(|(_, w)| w).sum();
-    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
-    let mut uniform = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = crate::random::Lcg::new(seed ^ 0x9E37_79B9_7F4A_7C15);
+    let mut uniform = || rng.uniform();
     (0..n)
         .map(|_| {
             (0..b.microbatches)
@@ -65,7 +62,8 @@ pub fn draw(plan: &Plan, n: usize, seed: u64) -> Vec<Vec<u64>> {
         .collect()
 }
 
-fn with_tokens(plan: &Plan, tokens: &[u64]) -> Plan {
+/// `plan` with one batch's per-microbatch image tokens.
+pub fn with_tokens(plan: &Plan, tokens: &[u64]) -> Plan {
     let mut p = plan.clone();
     p.batch.image_tokens = tokens.to_vec();
     p
@@ -83,6 +81,26 @@ pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> 
         })
         .collect();
     stats(times)
+}
+
+/// One `sim --compare` baseline run on the sampled batches.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Baseline {
+    pub name: &'static str,
+    #[serde(flatten)]
+    pub stats: Stats,
+}
+
+/// Every baseline of `sim --compare`, each derived once for the plan's own `image_tokens` and
+/// then run unchanged on every batch, as those systems run: one static schedule each.
+pub fn baselines(plan: &Plan, batches: &[Vec<u64>]) -> Vec<Baseline> {
+    crate::explore::compare::baselines(plan)
+        .into_iter()
+        .filter_map(|b| {
+            let built = crate::driver::build(&b.plan).ok()?;
+            Some(Baseline { name: b.name, stats: static_schedule(&b.plan, &built.derived, batches) })
+        })
+        .collect()
 }
 
 /// A schedule derived for each batch on its own: what no static schedule can beat.

@@ -156,13 +156,9 @@ pub fn search(
     } else {
         // A seeded sample, then coordinate descent: change one override at a time to any
         // value the space has for it, keep what improves.
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) as usize
-        };
+        let mut rng = crate::random::Lcg::new(seed.wrapping_mul(6364136223846793005).wrapping_add(1));
         for i in 0..EXHAUSTIVE / 2 {
-            let o = candidates[next() % space].clone();
+            let o = candidates[rng.below(space)].clone();
             run(&o, &mut scored, &mut evaluated);
             progress("sampling", i + 1, EXHAUSTIVE / 2);
         }

@@ -6,24 +6,21 @@
 use crate::diagnostics::Diagnostic;
 use crate::driver::Compiled;
 
-/// How far through the compiler the diagnostics go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Depth {
-    /// Parse, resolve and check: what every change gets.
-    Check,
-    /// Everything `build` would report: also derive, the simulation and the plan's targets.
-    Build,
-}
+pub use crate::Depth;
+
+use super::Placements;
 
 /// The diagnostics of the open file at `depth`. Those placed in other files (an imported
 /// library) are left out: the editor shows them when that file is open. A build stops between
-/// its passes, with `None`, once `wanted` says a newer text has replaced this one.
-pub fn diagnostics(checked: &Compiled, depth: Depth, wanted: &dyn Fn() -> bool) -> Option<Vec<Diagnostic>> {
-    let mut all = checked.diagnostics.clone();
-    if depth == Depth::Build {
-        all.extend(crate::build_diagnostics(checked, wanted)?);
-        crate::diagnostics::sort(&mut all);
-    }
+/// its passes, with `None`, once `wanted` says a newer text has replaced this one; a build
+/// that got as far as placing the plan hands `placed` what hover shows of each part.
+pub fn diagnostics(
+    checked: &Compiled,
+    depth: Depth,
+    wanted: &dyn Fn() -> bool,
+    placed: &mut dyn FnMut(Placements),
+) -> Option<Vec<Diagnostic>> {
+    let all = crate::diagnose_while(checked, depth, wanted, &mut |built| placed(Placements::of(built)))?;
     let root = checked.program.root().file;
     Some(all.into_iter().filter(|d| d.position().is_none_or(|s| s.file == root)).collect())
 }

@@ -4,10 +4,12 @@
 
 pub mod diagnostics;
 
+use std::collections::BTreeMap;
+
 use crate::algebra::{owner, skeleton};
 use crate::ast::{self, DefKind, Entry, Item, ValueKind};
 use crate::check::schema::{self, Schema};
-use crate::driver::Compiled;
+use crate::driver::{Built, Compiled};
 use crate::resolve::{Program, stdlib};
 use crate::span::{FileId, Span};
 
@@ -113,8 +115,14 @@ fn target_at(program: &Program, file: FileId, offset: usize) -> Option<(Span, Ta
     targets(program, module).into_iter().find(|(s, _)| s.start as usize <= offset && offset <= s.end as usize)
 }
 
-/// Markdown describing what is at `offset` of `file`.
-pub fn hover(checked: &Compiled, file: FileId, offset: usize) -> Option<(Span, String)> {
+/// Markdown describing what is at `offset` of `file`; a part's placement comes from
+/// `placements`, the last finished build's, when there is one.
+pub fn hover(
+    checked: &Compiled,
+    placements: Option<&Placements>,
+    file: FileId,
+    offset: usize,
+) -> Option<(Span, String)> {
     let program = &checked.program;
     let (span, target) = target_at(program, file, offset)?;
     let text = match target {
@@ -132,7 +140,7 @@ pub fn hover(checked: &Compiled, file: FileId, offset: usize) -> Option<(Span, S
             let f = schema.field(&key)?;
             format!("**{}** in {} — {}{}\n\n{}", f.name, schema.context, f.ty.describe(), if f.required { " (required)" } else { "" }, f.doc)
         }
-        Target::Part(name) => part_hover(checked, &name)?,
+        Target::Part(name) => part_hover(checked, placements, &name)?,
         Target::Ref { module, name } => {
             let binding = program.lookup(module, &name)?;
             let def = program.definition(binding.def);
@@ -144,11 +152,45 @@ pub fn hover(checked: &Compiled, file: FileId, offset: usize) -> Option<(Span, S
     Some((span, text))
 }
 
-/// A part, as the plan places it: its region's layout, skeleton, stages and owners.
-fn part_hover(checked: &Compiled, name: &str) -> Option<String> {
+/// What a finished build says of each part: per part name, where its regions went (layout,
+/// skeleton, stages and owners), as hover shows it. Made once per build, off the editor's
+/// path, so a hover never builds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Placements(BTreeMap<String, String>);
+
+impl Placements {
+    pub fn of(built: &Built) -> Placements {
+        let (plan, ir) = (built.plan(), &built.derived.ir);
+        let mut out = BTreeMap::new();
+        for (index, part) in plan.model.parts.iter().enumerate() {
+            let mut text = String::new();
+            for (i, region) in ir.regions.iter().enumerate() {
+                if !plan.cut.regions[i].segments.iter().any(|(p, _)| *p == index) {
+                    continue;
+                }
+                text.push_str(&format!(
+                    "\n\nregion `{}`: {} ({}), layers {}..{}\n",
+                    region.name, region.layout, region.skeleton, region.layers[0], region.layers[1]
+                ));
+                for s in ir.stages.iter().filter(|s| s.region == region.name) {
+                    let on = s.rank.map_or("every rank".to_string(), |r| format!("rank {r}"));
+                    text.push_str(&format!("\n- stage {} on {}: layers {}..{}", s.id, on, s.layers[0], s.layers[1]));
+                }
+                if let Some(owners) = ir.owner.get(&region.name) {
+                    let list: Vec<String> = owners.iter().map(u32::to_string).collect();
+                    text.push_str(&format!("\n\nowners (microbatch → rank): {}", list.join(" ")));
+                }
+            }
+            out.insert(part.name.clone(), text);
+        }
+        Placements(out)
+    }
+}
+
+/// A part, as the plan declares it and, from the last finished build, where it was placed.
+fn part_hover(checked: &Compiled, placements: Option<&Placements>, name: &str) -> Option<String> {
     let plan = checked.plan.as_ref()?;
-    let index = plan.model.parts.iter().position(|p| p.name == name)?;
-    let part = &plan.model.parts[index];
+    let part = plan.model.parts.iter().find(|p| p.name == name)?;
     let mut text = format!(
         "**{}** = `{}` — {} layers{}",
         part.name,
@@ -156,23 +198,8 @@ fn part_hover(checked: &Compiled, name: &str) -> Option<String> {
         part.arch.layers(),
         if part.frozen { ", frozen" } else { "" }
     );
-    let derived = crate::driver::build(plan).ok()?.derived;
-    for (i, region) in derived.placement.regions.iter().enumerate() {
-        if !plan.cut.regions[i].segments.iter().any(|(p, _)| *p == index) {
-            continue;
-        }
-        text.push_str(&format!(
-            "\n\nregion `{}`: {} ({}), layers {}..{}\n",
-            region.name, region.layout, region.skeleton, region.layers.start, region.layers.end
-        ));
-        for s in derived.placement.stages.iter().filter(|s| s.region == i) {
-            let on = s.rank.map_or("every rank".to_string(), |r| format!("rank {r}"));
-            text.push_str(&format!("\n- stage {} on {}: layers {}..{}", s.id, on, s.layers.start, s.layers.end));
-        }
-        if let Some(owners) = derived.ir.owner.get(&region.name) {
-            let list: Vec<String> = owners.iter().map(u32::to_string).collect();
-            text.push_str(&format!("\n\nowners (microbatch → rank): {}", list.join(" ")));
-        }
+    if let Some(placed) = placements.and_then(|p| p.0.get(name)) {
+        text.push_str(placed);
     }
     Some(text)
 }

@@ -62,6 +62,12 @@ pub fn render(ir: &PlanIr) -> String {
 /// plan.txt into `out`, one line at a time: a listing of a million instructions is never
 /// held whole in memory.
 pub fn write(ir: &PlanIr, out: &mut impl Write) -> io::Result<()> {
+    write_with_choices(ir, &[], out)
+}
+
+/// plan.txt with the choices the lists were lowered with (one line each, as the resolved plan
+/// describes them) in its header, after the pipeline.
+pub fn write_with_choices(ir: &PlanIr, choices: &[String], out: &mut impl Write) -> io::Result<()> {
     let p = &ir.pipeline;
     writeln!(out, "{} v{}  {}", ir.format, ir.version, ir.source)?;
     write!(
@@ -73,6 +79,12 @@ pub fn write(ir: &PlanIr, out: &mut impl Write) -> io::Result<()> {
         write!(out, ", {} images a sequence", p.images)?;
     }
     writeln!(out)?;
+    if !choices.is_empty() {
+        writeln!(out, "\nchoices:")?;
+        for choice in choices {
+            writeln!(out, "  {choice}")?;
+        }
+    }
     writeln!(out, "\nregions:")?;
     for r in &ir.regions {
         let train = if r.trainable {

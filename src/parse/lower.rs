@@ -3,7 +3,7 @@
 
 use pest::iterators::Pair;
 
-use super::Rule;
+use super::{Rule, Setting};
 use crate::ast::*;
 use crate::span::{FileId, Span};
 
@@ -16,6 +16,27 @@ pub fn module(file: FileId, pair: Pair<Rule>) -> Module {
     let span = l.span(&pair);
     let items = pair.into_inner().filter(|p| p.as_rule() != Rule::EOI).map(|p| l.item(p)).collect();
     Module { items, span }
+}
+
+/// A `--set` flag's value, from one of the grammar's `set_*` rules: the key is skipped, the
+/// statements are built without their keyword.
+pub fn setting(file: FileId, pair: Pair<Rule>) -> Setting {
+    let l = Lower { file };
+    match pair.as_rule() {
+        Rule::set_value => {
+            let value = pair.into_inner().find(|p| !matches!(p.as_rule(), Rule::set_key | Rule::EOI));
+            Setting::Value(l.value(value.expect("grammar: set_value holds a value")))
+        }
+        Rule::set_cut => Setting::Item(Item::Cut(l.cut(pair))),
+        Rule::set_schedule => Setting::Item(Item::Schedule(l.schedule(pair))),
+        Rule::set_owner => {
+            let value = pair.into_inner().find(|p| matches!(p.as_rule(), Rule::list | Rule::name));
+            let spec = l.value(value.expect("grammar: set_owner holds a spec"));
+            Setting::Item(Item::Owner(OwnerStmt { span: spec.span, spec }))
+        }
+        Rule::set_target => Setting::Item(Item::Target(l.target(pair))),
+        r => unreachable!("grammar: unexpected setting {r:?}"),
+    }
 }
 
 impl Lower {
@@ -163,7 +184,7 @@ impl Lower {
         let span = self.span(&pair);
         let regions = pair
             .into_inner()
-            .skip(1)
+            .filter(|p| p.as_rule() == Rule::region)
             .map(|region| {
                 let mut span = self.span(&region);
                 let segments: Vec<Segment> = region.into_inner().map(|s| self.segment(s)).collect();
@@ -193,7 +214,7 @@ impl Lower {
         let span = self.span(&pair);
         let skeletons = pair
             .into_inner()
-            .skip(1)
+            .filter(|p| p.as_rule() == Rule::skeleton)
             .map(|s| {
                 let span = self.span(&s);
                 let mut inner = s.into_inner();
@@ -215,7 +236,7 @@ impl Lower {
 
     fn owner(&self, pair: Pair<Rule>) -> OwnerStmt {
         let span = self.span(&pair);
-        let spec = self.value(pair.into_inner().nth(1).expect("grammar: owner spec"));
+        let spec = self.value(pair.into_inner().last().expect("grammar: owner spec"));
         OwnerStmt { spec, span }
     }
 
@@ -223,7 +244,7 @@ impl Lower {
         let span = self.span(&pair);
         let targets = pair
             .into_inner()
-            .skip(1)
+            .filter(|p| p.as_rule() == Rule::target)
             .map(|t| {
                 let span = self.span(&t);
                 let mut inner = t.into_inner();

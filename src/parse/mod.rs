@@ -28,6 +28,56 @@ pub fn parse(file: FileId, text: &str) -> Result<Module, Error> {
     Ok(lower::module(file, pairs.next().expect("grammar: file is the start rule")))
 }
 
+/// What a `--set` key takes: one value, or the body of one statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takes {
+    Value,
+    Cut,
+    Schedule,
+    Owner,
+    Target,
+}
+
+impl Takes {
+    fn rule(self) -> Rule {
+        match self {
+            Takes::Value => Rule::set_value,
+            Takes::Cut => Rule::set_cut,
+            Takes::Schedule => Rule::set_schedule,
+            Takes::Owner => Rule::set_owner,
+            Takes::Target => Rule::set_target,
+        }
+    }
+
+    /// What the value must be, as a diagnostic says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Takes::Value => "one value",
+            Takes::Cut => "one cut (`enc | llm`)",
+            Takes::Schedule => "one schedule (`transpose, 1f1b`)",
+            Takes::Owner => "one owner map (`round_robin` or a list)",
+            Takes::Target => "a list of targets (`megatron, torch`)",
+        }
+    }
+}
+
+/// A `--set` value as the syntax tree holds it.
+#[derive(Clone, Debug)]
+pub enum Setting {
+    /// A field's value, or a part's architecture.
+    Value(crate::ast::Value),
+    /// A statement (`cut`, `schedule`, `owner`, `target`) that replaces the plan's.
+    Item(crate::ast::Item),
+}
+
+/// Parses the flag `KEY=VALUE` (the text of `file`), its value as exactly what the key takes.
+pub fn setting(file: FileId, flag: &str, takes: Takes) -> Result<Setting, Error> {
+    limits::check(file, flag)?;
+    pest::set_error_detail(true);
+    let mut pairs = MpipeParser::parse(takes.rule(), flag).map_err(|e| syntax_error(file, flag, e))?;
+    Ok(lower::setting(file, pairs.next().expect("grammar: a set_* rule is the start rule")))
+}
+
 fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Error {
     let (start, end) = match error.location {
         pest::error::InputLocation::Pos(p) => (p, p),
@@ -220,7 +270,13 @@ fn describe(rule: Rule) -> Option<&'static str> {
         Rule::keyword => "a keyword",
         Rule::word => "a name",
         Rule::value => "a value",
+        Rule::set_key => "`=`",
         Rule::file
+        | Rule::set_value
+        | Rule::set_cut
+        | Rule::set_schedule
+        | Rule::set_owner
+        | Rule::set_target
         | Rule::item
         | Rule::ident_char
         | Rule::WHITESPACE

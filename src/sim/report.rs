@@ -7,9 +7,8 @@ use serde::Serialize;
 
 use super::costs::ModelDurations;
 use crate::cost::model::CostModel;
-use crate::cost::{self, Costs};
+
 use crate::derive::Derived;
-use crate::derive::order::Dep;
 use crate::ir::Op;
 use crate::ir::interpret::{self, Durations, Timeline};
 
@@ -100,7 +99,7 @@ pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
         if peak > plan.cluster.hardware.hbm_bytes {
             over_memory.push((r as u32, peak));
         }
-        let (slack, encoder) = match &derived.transpose {
+        let (slack, encoder) = match &derived.estimates.encoder {
             Some(t) => (t.slack[r], t.work[r]),
             None => (body_slack(derived, &timeline, r), 0.0),
         };
@@ -117,14 +116,14 @@ pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
         });
         memory.push(series);
     }
-    let critical = critical_path(derived, model);
+    let critical = derived.estimates.critical_path;
     let work = total_work / p as f64;
     let flops = model.model_flops();
     let c = &plan.cluster;
     let mfu = if step > 0.0 { flops / (step * c.devices as f64 * c.hardware.peak_bf16) } else { 0.0 };
     let busy_total: f64 = ranks.iter().map(|r| r.busy_s).sum();
-    let owner_spill_s = derived.transpose.as_ref().map(|_| ranks.iter().map(|r| r.spill_s).fold(0.0, f64::max));
-    let bounds = derived.transpose.as_ref().map(|t| t.bounds);
+    let owner_spill_s = derived.estimates.encoder.as_ref().map(|_| ranks.iter().map(|r| r.spill_s).fold(0.0, f64::max));
+    let bounds = derived.estimates.encoder.as_ref().map(|t| t.bounds);
     // The prologue has no transfers: the first step waits for the rank that encodes longest.
     let prologue = ir
         .ranks
@@ -245,40 +244,4 @@ fn live_memory(
         peak_mbs = peak_mbs.max(live_mbs.len() as u32);
     }
     (peak, peak_mbs, series)
-}
-
-/// The longest chain of data dependencies, each event at its duration and each cross-rank
-/// hand-off at its transfer time: what unlimited ranks could not beat.
-fn critical_path(derived: &Derived, model: &CostModel) -> f64 {
-    let g = &derived.graph.graph;
-    let mut data = petgraph::graph::DiGraph::<(), f64>::with_capacity(g.node_count(), g.edge_count());
-    for _ in 0..g.node_count() {
-        data.add_node(());
-    }
-    let stages = &derived.placement.stages;
-    for e in g.edge_indices() {
-        if let Dep::Data(_) = g[e] {
-            let (a, b) = g.edge_endpoints(e).expect("an edge has ends");
-            let (ra, rb) = (g[a].rank, g[b].rank);
-            let latency = match (ra, rb, g[a].instr.stage, g[a].instr.mb) {
-                (Some(x), Some(y), Some(s), Some(mb)) if x != y => {
-                    let share = g[a].instr.share(model.plan().batch.images as u32);
-                    model.p2p(model.boundary_bytes(stages[s as usize].layers.clone(), mb) * share, x, y)
-                }
-                _ => 0.0,
-            };
-            data.add_edge(a, b, latency);
-        }
-    }
-    let duration = |n: petgraph::graph::NodeIndex| {
-        let i = &g[n].instr;
-        match (i.stage, i.mb) {
-            (Some(s), Some(mb)) if i.op.is_compute() => {
-                let share = i.share(model.plan().batch.images as u32);
-                cost::compute_time(model as &dyn Costs, i.op, stages[s as usize].layers.clone(), mb) * share
-            }
-            _ => 0.0,
-        }
-    };
-    crate::derive::critical::longest_path(&data, duration, |e| data[e]).map(|t| t.makespan()).unwrap_or(0.0)
 }

@@ -81,7 +81,7 @@ pub fn check_rendered(key: &str, bytes: Vec<u8>, loader: &MemoryLoader) -> (mpip
     let set = overrides(&bytes);
     let checked = mpipe::driver::load(key, key, bytes, loader).check(loader, &set);
     let sources = &checked.program.sources;
-    let all = mpipe::all_diagnostics(&checked);
+    let all = mpipe::diagnose(&checked, mpipe::Depth::Build);
     let human: String = all.iter().map(|d| render(d, sources, Style::Human, false)).collect();
     let json: String = all.iter().map(|d| to_json(d, sources) + "\n").collect();
     (checked, human, json)

@@ -11,9 +11,10 @@ use super::layout::{self, BodyStages};
 use super::shell;
 use super::yaml::{self, Map, list, strings};
 use crate::algebra::{Fill, Skeleton};
-use crate::derive::Derived;
+use crate::derive::resolved::Resolved;
+use crate::ir::PlanIr;
 use crate::outputs::Artifact;
-use crate::plan::{Plan, Recompute};
+use crate::plan::Recompute;
 pub use order::{Form, Step};
 
 mod order;
@@ -25,8 +26,9 @@ mod golden;
 /// `pp_mpipe_transpose_layers` and `freeze_modules` name.
 const VISUAL: &str = "visual";
 
-pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
-    let body = BodyStages::of(plan, derived);
+pub fn artifacts(resolved: &Resolved, ir: &PlanIr) -> Vec<Artifact> {
+    let plan = resolved.plan;
+    let body = BodyStages::of(resolved, ir);
     let c = &plan.cluster;
     let vlm = layout::encoder(plan).is_some();
     let entry = if vlm { "scripts/train_vl.py" } else { "scripts/train_lm.py" };
@@ -37,7 +39,7 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
             c.devices, c.pp, c.dp, c.tp, plan.batch.microbatches, body.decoder
         ),
     ];
-    let config = yaml::comment(&header) + &config(plan, derived, &body).render();
+    let config = yaml::comment(&header) + &config(resolved, ir, &body).render();
     let mut launch_comment = header.clone();
     launch_comment.extend([
         String::new(),
@@ -52,16 +54,16 @@ pub fn artifacts(plan: &Plan, derived: &Derived) -> Vec<Artifact> {
         r#""$here/config.yaml" "$@""#,
     ));
     let mut out = vec![Artifact { path: "hyperparallel/config.yaml".into(), contents: config }];
-    if let Some(form) = form(plan, derived) {
+    if let Some(form) = form(resolved, ir) {
         out.push(Artifact { path: "hyperparallel/exec_order.json".into(), contents: exec_order(&form) });
     }
     out.push(Artifact { path: "hyperparallel/launch.sh".into(), contents: launch });
     out
 }
 
-fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
+fn config(resolved: &Resolved, ir: &PlanIr, body: &BodyStages) -> Map {
+    let plan = resolved.plan;
     let c = &plan.cluster;
-    let placement = &derived.placement;
     let encoder = layout::encoder(plan);
     let decoder = layout::decoder(plan);
     let mut model = Map::new().set("name", decoder.map(|(p, _)| p.arch.name.clone()).unwrap_or_default());
@@ -78,7 +80,7 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
     if let Some((_, d)) = decoder {
         model = yaml::hugging_face(model, d, plan.batch.seq_len);
     }
-    let mpipe = form(plan, derived);
+    let mpipe = form(resolved, ir);
     if encoder.is_some() {
         model = model.set("config_overrides", Map::new().set("vl", true));
     }
@@ -90,7 +92,7 @@ fn config(plan: &Plan, derived: &Derived, body: &BodyStages) -> Map {
     data = data.set("max_seq_len", plan.batch.seq_len);
     let mut accelerator = Map::new().set("pp", c.pp);
     if c.pp > 1 {
-        let schedule = match (mpipe, placement.body.skeleton) {
+        let schedule = match (mpipe, resolved.body().0) {
             (Some(_), _) => "mpipe",
             (None, Skeleton::Gpipe) => "gpipe",
             (None, _) => "1f1b",
@@ -146,23 +148,24 @@ struct RankOrder {
 /// pipeline rank, its microbatches owned round-robin, over a `1f1b` body (HyperParallel's one-chunk body with
 /// `pp_less_memory`) or an interleaved one. The nearest plan of every other transpose plan has
 /// this form.
-pub fn form(plan: &Plan, derived: &Derived) -> Option<Form> {
-    let placement = &derived.placement;
-    let encoder = placement.encoder?;
-    let less_memory = match placement.body.skeleton {
+pub fn form(resolved: &Resolved, ir: &PlanIr) -> Option<Form> {
+    let plan = resolved.plan;
+    let Some(Skeleton::Transpose { fill, .. }) = resolved.choices.encoder else { return None };
+    let (body, chunks) = resolved.body();
+    let less_memory = match body {
         Skeleton::OneFOneB => true,
         Skeleton::Interleaved { .. } => false,
         _ => return None,
     };
-    let shape = placement.body.shape;
-    let owners = derived.transpose.as_ref().map(|t| t.owners.as_slice()).unwrap_or_default();
-    let round_robin = owners.iter().enumerate().all(|(mb, &r)| r == mb as u32 % shape.ranks.min(shape.microbatches));
-    (plan.cluster.pp > 1 && round_robin && encoder.fill == Fill::Prefix).then_some(Form {
-        ranks: shape.ranks,
-        chunks: shape.chunks,
-        microbatches: shape.microbatches,
+    let (ranks, microbatches) = (ir.pipeline.ranks, ir.pipeline.microbatches);
+    let owners = ir.owner.get(&plan.cut.regions[0].name).map(Vec::as_slice).unwrap_or_default();
+    let round_robin = owners.iter().enumerate().all(|(mb, &r)| r == mb as u32 % ranks.min(microbatches));
+    (plan.cluster.pp > 1 && round_robin && fill == Fill::Prefix).then_some(Form {
+        ranks,
+        chunks,
+        microbatches,
         less_memory,
-        trainable: encoder.trainable,
+        trainable: ir.regions[0].trainable,
     })
 }
 

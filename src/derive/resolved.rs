@@ -1,0 +1,109 @@
+//! The resolved plan: the plan as written and every choice derive's search made where the plan
+//! leaves one open (the encoder's form, chunk count, owner map and image splits; the sink's
+//! owners). [`super::choose`] makes it, [`super::lower`] turns it into per-rank lists as a
+//! function of it alone, and plan.txt's header prints it. The simulator, the backends and the
+//! IDE read it beside the IR, never derive's placement or order graph.
+
+use std::borrow::Cow;
+
+use crate::algebra::{Layout, OwnerSpec, Skeleton, skeleton::body_skeleton};
+use crate::plan::Plan;
+
+/// A plan as written, and what derive chose for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved<'p> {
+    pub plan: &'p Plan,
+    pub choices: Choices,
+}
+
+/// What derive chooses where the plan leaves it open. `Default` is a plan with nothing to
+/// choose: no replicated region.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Choices {
+    /// The form the encoder (a replicated region at the source) runs in: the plan's own
+    /// `transpose`, or HyperParallel's prefix form where that is faster.
+    pub encoder: Option<Skeleton>,
+    /// Chunks of the encoder's work (0: no encoder).
+    pub chunks: u32,
+    /// An owner map for the encoder in place of the plan's.
+    pub encoder_owner: Option<OwnerSpec>,
+    /// The owner map of a replicated region after the body, microbatch -> rank.
+    pub sink: Option<Vec<u32>>,
+    /// Per microbatch: the parts its images are split into across ranks (empty: all whole).
+    pub parts: Vec<u32>,
+}
+
+impl Resolved<'_> {
+    /// The plan with the chosen encoder form written in: what lowering places.
+    pub fn effective(&self) -> Cow<'_, Plan> {
+        match self.choices.encoder {
+            Some(form) => {
+                let mut plan = self.plan.clone();
+                plan.schedule[0].skeleton = form;
+                Cow::Owned(plan)
+            }
+            None => Cow::Borrowed(self.plan),
+        }
+    }
+
+    /// The skeleton region `i` runs: the chosen form for the encoder, else the plan's own.
+    pub fn skeleton(&self, i: usize) -> Skeleton {
+        match self.choices.encoder {
+            Some(form) if i == 0 => form,
+            _ => self.plan.schedule[i].skeleton,
+        }
+    }
+
+    /// The one skeleton the sharded regions run together as a pipeline, and its stages per
+    /// rank.
+    pub fn body(&self) -> (Skeleton, u32) {
+        let sharded: Vec<Skeleton> =
+            self.plan.schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect();
+        body_skeleton(&sharded).expect("the checker admits only plans with one body skeleton (E0317)")
+    }
+
+    /// The replicated region after the body, if any.
+    pub fn sink(&self) -> Option<usize> {
+        let last = self.plan.schedule.len() - 1;
+        (last > 0 && self.plan.schedule[last].skeleton.layout() == Layout::Replicated).then_some(last)
+    }
+
+    /// The choices as plan.txt's header lists them, one line each; none for a plan with
+    /// nothing to choose.
+    pub fn describe(&self) -> Vec<String> {
+        let c = &self.choices;
+        let mut lines = Vec::new();
+        if let Some(form) = c.encoder {
+            let name = &self.plan.cut.regions[0].name;
+            let written = self.plan.schedule[0].skeleton;
+            let instead = if form == written { String::new() } else { format!(" (in place of `{written}`)") };
+            lines.push(format!("{name} form: {form}{instead}"));
+            lines.push(format!("{name} chunks: {}", c.chunks));
+            let written = self.plan.owner.as_ref().unwrap_or(&OwnerSpec::ByMicrobatch);
+            let owner = match &c.encoder_owner {
+                Some(o) if o != written => format!("{} (in place of {})", owner_name(o), owner_name(written)),
+                _ => owner_name(written),
+            };
+            lines.push(format!("{name} owner: {owner}"));
+            if !c.parts.is_empty() {
+                lines.push(format!("{name} image parts by microbatch: {}", joined(&c.parts)));
+            }
+        }
+        if let (Some(owners), Some(i)) = (&c.sink, self.sink()) {
+            lines.push(format!("{} owners by microbatch: {}", self.plan.cut.regions[i].name, joined(owners)));
+        }
+        lines
+    }
+}
+
+fn owner_name(owner: &OwnerSpec) -> String {
+    match owner {
+        OwnerSpec::ByMicrobatch => "by_microbatch".into(),
+        OwnerSpec::RoundRobin => "round_robin".into(),
+        OwnerSpec::Explicit(list) => format!("[{}]", list.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+fn joined(values: &[u32]) -> String {
+    values.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
+}
