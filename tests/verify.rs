@@ -17,11 +17,7 @@ use common::root;
 
 fn python() -> &'static str {
     static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out = Command::new(root().join("scripts/torch-env")).output().expect("running scripts/torch-env");
-        assert!(out.status.success(), "scripts/torch-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
+    PYTHON.get_or_init(|| common::setup("torch-env"))
 }
 
 /// How many verify runs go at once: each is several processes already.

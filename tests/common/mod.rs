@@ -120,3 +120,19 @@ pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
     }
     moved
 }
+
+/// What `bash scripts/NAME` prints on stdout: the tool or interpreter a setup script provides
+/// (installing it the first time). Its stderr is not captured but goes straight to the test
+/// process's own, which libtest leaves alone: what the script announces before a download (what
+/// and how big) and the installer's progress reach the terminal of whoever runs `cargo test`,
+/// and CI's log, while the download runs, not only once a test fails.
+pub fn setup(name: &str) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts").join(name))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success(), "scripts/{name} failed ({}):\n{stdout}\n(its stderr is above)", out.status);
+    stdout
+}
