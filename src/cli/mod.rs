@@ -5,6 +5,7 @@ mod bench;
 mod build;
 mod check;
 mod data;
+mod estimate;
 mod explain;
 mod format;
 mod loader;
@@ -54,6 +55,17 @@ fn parse_set(arg: &str) -> Result<(String, String), String> {
     mpipe::overrides::split(arg)
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .ok_or_else(|| format!("expected KEY=VALUE, such as `cluster.pp=4`, found `{arg}`"))
+}
+
+/// A count an option needs one of at least (`--devices`, `--samples`, `--procs`, `--steps`): 0
+/// is refused here, by the option's name, before it could surface later as some other problem
+/// (a `--set` the user never typed, or "ok" printed over nothing).
+fn at_least_one(arg: &str) -> Result<u64, String> {
+    match arg.trim().parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("expected a whole number of at least 1, found `{arg}`")),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -167,8 +179,8 @@ enum Command {
         #[arg(long)]
         compare: bool,
         /// Also run the schedule on this many batches drawn from the image-token distribution
-        #[arg(long)]
-        samples: Option<usize>,
+        #[arg(long, value_parser = at_least_one)]
+        samples: Option<u64>,
         /// Seed of the draw
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -196,7 +208,7 @@ enum Command {
         /// The plan (.mpipe) to start from: its model, hardware and global batch stay
         plan: std::path::PathBuf,
         /// Devices to plan for (default: the plan's)
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         devices: Option<u64>,
         #[arg(long, value_enum, default_value = "step_time")]
         objective: TuneObjective,
@@ -214,8 +226,8 @@ enum Command {
         out: Option<std::path::PathBuf>,
         /// Compare the plan's static schedule with one derived per batch, over this many
         /// batches drawn from the image-token distribution
-        #[arg(long)]
-        per_batch: Option<usize>,
+        #[arg(long, value_parser = at_least_one)]
+        per_batch: Option<u64>,
     },
     /// Time each compiler stage on the benchmark plans (medians) and print a table
     Bench {
@@ -285,6 +297,10 @@ enum Command {
         /// a token per instruction), or `auto`: readable up to 200,000 instructions, compact above
         #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
         plan_format: build::PlanFormatArg,
+        /// Write the build even when it comes to more than 256 MB (without it, such a build
+        /// is refused before anything is derived; the estimate comes from two small builds)
+        #[arg(long)]
+        large_output: bool,
     },
     /// Run the plan's miniature (or, with --model hf:..., transformers' own model) in P processes
     /// (torch, gloo, CPU) and in one process without pipelining; compare loss, gradients and parameters
@@ -324,15 +340,6 @@ enum Command {
     /// stages cut from a transformers model directory, LLaVA conversation data through the
     /// model's own processor, AdamW with warm-up and cosine decay (see docs/train.md)
     Train(Box<train::Options>),
-}
-
-/// A count of processes or steps: 0 would run nothing (and print "ok" over it).
-fn at_least_one(text: &str) -> Result<u64, String> {
-    match text.parse::<u64>() {
-        Ok(0) => Err("it must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 /// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
@@ -422,7 +429,7 @@ pub fn main() -> ExitCode {
                 top: *top,
                 out: out.as_deref(),
                 seed: *seed,
-                per_batch: *per_batch,
+                per_batch: per_batch.map(|n| n as usize),
             },
         ),
         Command::Sweep { plan, vary, compare, json, out } => {
@@ -434,11 +441,17 @@ pub fn main() -> ExitCode {
                 (true, false) => sim::Format::Json,
                 _ => sim::Format::Table,
             };
-            sim::run(&cli.global, plan, format, *compare, samples.map(|n| (n, *seed)))
+            sim::run(&cli.global, plan, format, *compare, samples.map(|n| (n as usize, *seed)))
         }
-        Command::Build { plan, out, force, target, nearest, plan_format } => {
-            let request =
-                build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
+        Command::Build { plan, out, force, target, nearest, plan_format, large_output } => {
+            let request = build::Request {
+                out,
+                force: *force,
+                targets: target,
+                nearest: *nearest,
+                format: plan_format.into(),
+                large_output: *large_output,
+            };
             build::run(&cli.global, plan, &request)
         }
         Command::Verify { plan, procs, dp, steps, model, python, profile, prepare } => {

@@ -122,15 +122,26 @@ pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
     moved
 }
 
+/// What `bash scripts/NAME` prints on stdout: the tool or interpreter a setup script provides
+/// (installing it the first time). Its stderr is not captured but goes straight to the test
+/// process's own, which libtest leaves alone: what the script announces before a download (what
+/// and how big) and the installer's progress reach the terminal of whoever runs `cargo test`,
+/// and CI's log, while the download runs, not only once a test fails.
+pub fn setup(name: &str) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts").join(name))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success(), "scripts/{name} failed ({}):\n{stdout}\n(its stderr is above)", out.status);
+    stdout
+}
+
 /// The Python `scripts/torch-env` prints (torch, transformers, Pillow), set up once per test binary.
 pub fn torch_python() -> &'static str {
     static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out =
-            std::process::Command::new(root().join("scripts/torch-env")).output().expect("running scripts/torch-env");
-        assert!(out.status.success(), "scripts/torch-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
+    PYTHON.get_or_init(|| setup("torch-env"))
 }
 
 /// How many torch runs of one test binary go at once: each is several processes already, and
