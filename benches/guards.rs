@@ -1,8 +1,11 @@
 //! The refusals that must come before the cost they guard against: a sweep past its point
-//! limit, refused from the sizes of its ranges (criterion; medians in the report).
+//! limit, refused from the sizes of its ranges, and one pilot of the estimate that refuses a
+//! build too large to write (criterion; medians in the report).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mpipe::explore::sweep;
+use mpipe::outputs::PlanFormat;
+use mpipe::resolve::loader::MemoryLoader;
 
 fn guards(c: &mut Criterion) {
     let mut group = c.benchmark_group("guards");
@@ -17,6 +20,21 @@ fn guards(c: &mut Criterion) {
             sweep::grid(&varies).unwrap_err()
         })
     });
+    // What `build` spends on each of its two pilots before refusing 55 000 microbatches of
+    // examples/paper_small.mpipe: the plan at 32 (or 64) microbatches, built, simulated and
+    // every output counted.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/paper_small.mpipe")).unwrap();
+    let loader = MemoryLoader::new();
+    for m in [32, 64] {
+        let set = vec![("batch.microbatches".to_string(), m.to_string())];
+        let plan = mpipe::driver::load("p.mpipe", "p.mpipe", text.clone().into_bytes(), &loader)
+            .check(&loader, &set)
+            .plan
+            .unwrap();
+        group.bench_function(format!("estimate pilot M={m}"), |b| {
+            b.iter(|| mpipe::outputs::sizes(&mpipe::driver::build(&plan).unwrap(), PlanFormat::Readable))
+        });
+    }
     group.finish();
 }
 

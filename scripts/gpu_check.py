@@ -9,7 +9,7 @@ import tempfile
 
 import torch
 
-from mpipec.torch import adapter, devices, hf, stage_ids
+from mpipec.torch import Executor, adapter, devices, hf, load_plan, stage_ids
 
 # std::hardware by the GPU's name.
 HARDWARE = {"H200": "h200_sxm", "H100": "h100_sxm", "A100": "a100_sxm_80gb"}
@@ -39,8 +39,10 @@ def predicted(mpipec, hw, out):
     """The cost model's forward and backward seconds of each stage, and its step."""
     with open(os.path.join(out, "gpu.mpipe"), "w") as f:
         f.write(PLAN.format(hw=hw, seq=SEQ, image=GRID[1] * GRID[2]))
-    subprocess.run([mpipec, "build", os.path.join(out, "gpu.mpipe"), "-o", os.path.join(out, "build"), "--target", "torch"],
-                   check=True, stdout=subprocess.DEVNULL)
+    built = subprocess.run([mpipec, "build", os.path.join(out, "gpu.mpipe"), "-o", os.path.join(out, "build"), "--target", "torch"],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        sys.exit(f"error: mpipec build of the check's plan failed:\n{built.stderr}")
     with open(os.path.join(out, "build", "timeline.json")) as f:
         events = json.load(f)
     events = events["traceEvents"] if isinstance(events, dict) else events
@@ -89,11 +91,9 @@ def measured(c):
 
 
 def pipeline_worker(rank, rendezvous, plan_path, c, result):
-    from mpipec.torch import Executor
-
     os.environ["LOCAL_RANK"] = str(rank)
     device = devices.init("nccl", f"file://{rendezvous}", rank, 2)
-    plan = mpipec_plan(plan_path)
+    plan = load_plan(plan_path)
     groups = devices.groups(plan)
     modules = {s: m.to(torch.bfloat16) for s, m in adapter.stage_modules(hf, plan, stage_ids(plan, rank), c, device).items()}
     ex = Executor(plan, rank, modules, hf.loss, groups, device=device)
@@ -122,12 +122,6 @@ def cuda_time_since(start):
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) * 1e-3
-
-
-def mpipec_plan(path):
-    from mpipec.torch import load_plan
-
-    return load_plan(path)
 
 
 def main(mpipec):

@@ -64,19 +64,11 @@ impl<'p> Built<'p> {
     /// What the simulation has to say to the user: ranks that exceed their device's memory.
     pub fn diagnostics(&self) -> Vec<Diagnostic> {
         let hardware = &self.plan().cluster.hardware;
-        self.evaluate()
-            .report
-            .over_memory
-            .iter()
-            .map(|&(rank, peak)| {
-                Error::Warning(Warning::OverMemory {
-                    rank,
-                    peak,
-                    hbm: hardware.hbm_bytes,
-                    hardware: hardware.name.clone(),
-                })
-                .to_diagnostic()
-            })
-            .collect()
+        let ranks = self.evaluate().report.over_memory.clone();
+        if ranks.is_empty() {
+            return Vec::new();
+        }
+        let warning = Warning::OverMemory { ranks, hbm: hardware.hbm_bytes, hardware: hardware.name.clone() };
+        vec![Error::Warning(warning).to_diagnostic()]
     }
 }

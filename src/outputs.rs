@@ -77,6 +77,33 @@ impl<'a> From<Artifact> for Output<'a> {
     }
 }
 
+/// How many bytes each output of [`outputs`] writes, formatted into nothing: what a larger
+/// build of the same plan is estimated from before it is written.
+pub fn sizes(built: &Built, format: PlanFormat) -> Vec<(String, u64)> {
+    outputs(built, format)
+        .iter()
+        .map(|o| {
+            let mut counter = Counter(0);
+            o.write_to(&mut counter).expect("counting cannot fail");
+            (o.path.clone(), counter.0)
+        })
+        .collect()
+}
+
+/// A writer that keeps only the number of bytes it was given.
+struct Counter(u64);
+
+impl Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Every output of a build but the backends'.
 pub fn outputs<'a>(built: &'a Built, format: PlanFormat) -> Vec<Output<'a>> {
     let ir = &built.derived.ir;

@@ -175,9 +175,7 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
 }
 
 fn python(script: &str) -> PathBuf {
-    let out = Command::new(common::root().join("scripts").join(script)).output().expect("runs the env script");
-    assert!(out.status.success(), "scripts/{script} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    PathBuf::from(common::setup(script))
 }
 
 /// Runs `tests/backends/<check>` over the cases of `target` with `python`, in a scratch directory.

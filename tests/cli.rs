@@ -75,12 +75,14 @@ fn fixtures_give_the_library_diagnostics_in_check_and_build() {
     for common::Fixture { key, bytes, set, .. } in common::ui_fixtures() {
         let lib = mpipe::driver::load(&key, &key, bytes, &loader).check(&loader, &set);
         let shown = format!("tests/ui/{key}");
+        let folder = key.rsplit_once('/').map_or("", |(f, _)| f);
         let want: Vec<Said> = mpipe::diagnose(&lib, mpipe::Depth::Build)
             .iter()
             .map(|d| {
                 (
                     d.code.as_str().to_string(),
-                    d.message.replace(&key, &shown),
+                    // Files the fixture names beside it (a histogram) are shown from tests/ui too.
+                    d.message.replace(&key, &shown).replace(&format!("`{folder}/"), &format!("`tests/ui/{folder}/")),
                     d.labels.iter().flat_map(|l| [l.span.start as u64, l.span.end as u64]).collect(),
                 )
             })
@@ -460,6 +462,67 @@ fn a_binary_image_histogram_is_named_as_not_text() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("error[E0002]: `tokens.bin` is not a text file"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("out of range"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_count_of_zero_is_refused_by_the_option_that_gave_it() {
+    for args in [
+        &["sim", "examples/paper_small.mpipe", "--samples", "0"][..],
+        &["tune", "examples/paper_small.mpipe", "--devices", "0"],
+        &["tune", "examples/paper_small.mpipe", "--per-batch", "0"],
+    ] {
+        let o = mpipec(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let option = args[2];
+        assert!(stderr(&o).contains(&format!("invalid value '0' for '{option}")), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("at least 1"), "{}", stderr(&o));
+    }
+    let o = mpipec(&["tune", "examples/paper_small.mpipe", "--devices", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no candidate runs on 1 device"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("memory"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_build_too_large_to_write_is_refused_before_it_is_derived() {
+    let dir = temp_dir("large-output");
+    let out = dir.join("out");
+    let args =
+        ["build", "examples/paper_small.mpipe", "--set", "batch.microbatches=55000", "-o", out.to_str().unwrap()];
+    let o = mpipec(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("this build would write about"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("more than 256 MB; nothing was written"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--large-output"), "{}", stderr(&o));
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_none(), "nothing is written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_interrupted_build_leaves_no_output_folder() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = temp_dir("interrupted");
+    let out = dir.join("out");
+    // About 60 MB to write: long enough to be interrupted in the middle of it.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .args(["build", "examples/llm_1f1b.mpipe", "--set", "batch.microbatches=20000", "-o", out.to_str().unwrap()])
+        .current_dir(common::root())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let staging = dir.join(format!(".out.new-{}", child.id()));
+    while !staging.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "the build ended before it began writing");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.signal(), Some(2), "ended by the SIGINT it caught: {}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted: nothing was written to"), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "an interrupted build leaves {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

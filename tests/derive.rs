@@ -246,6 +246,15 @@ fn plan_json_round_trips_through_serde() {
     }
     assert_eq!(value["format"], "mpipe-ir");
     assert_eq!(value["stages"][0]["ranks"], "all");
+    // A stage is on one rank or on all of them: plan.json with neither or both is no IR.
+    for (rank, ranks) in [(None, None), (Some(0), Some("all"))] {
+        let mut broken = value.clone();
+        broken["stages"][0]["rank"] = serde_json::json!(rank);
+        broken["stages"][0]["ranks"] = serde_json::json!(ranks);
+        let stage = broken["stages"][0].as_object_mut().unwrap();
+        stage.retain(|_, v| !v.is_null());
+        assert!(serde_json::from_value::<PlanIr>(broken).is_err(), "rank {rank:?}, ranks {ranks:?}");
+    }
     let ops: std::collections::BTreeSet<&str> = value["ranks"]
         .as_array()
         .unwrap()

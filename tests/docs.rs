@@ -285,3 +285,53 @@ fn codes_in_the_documents_name_what_they_mean() {
     }
     assert!(wrong.is_empty(), "codes that do not mean what the text around them says:\n{}", wrong.join("\n"));
 }
+
+/// A setup script that downloads says first what and how big, on stderr, and the tests run
+/// every setup script through `common::setup`, which leaves that stderr on the terminal of the
+/// person running `cargo test` (and in CI's log) instead of capturing it with the test.
+#[test]
+fn downloads_are_announced_where_a_person_sees_them() {
+    let mut wrong = Vec::new();
+    let scripts = std::fs::read_dir(common::root().join("scripts")).unwrap().map(|e| e.unwrap().path());
+    for script in scripts.filter(|p| p.is_file() && p.extension().is_none()) {
+        let text = std::fs::read_to_string(&script).unwrap();
+        let name = script.file_name().unwrap().to_string_lossy().into_owned();
+        let log_to_stderr = text.lines().any(|l| l.starts_with("log()") && l.contains(">&2"));
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let installs =
+                ["pip install", "apt-get install", "npm install", "cargo install"].iter().any(|c| line.contains(c));
+            if !installs || line.trim_start().starts_with('#') {
+                continue;
+            }
+            // The size may be set a few lines up (`size="about 4 GB …"`) and said in the `==>` line.
+            let before = &lines[i.saturating_sub(12)..i];
+            let sized = before.iter().any(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words.windows(2).any(|w| {
+                    let unit = w[1].trim_end_matches(|c: char| !c.is_alphabetic());
+                    w[0].parse::<f64>().is_ok() && ["KB", "MB", "GB"].contains(&unit)
+                })
+            });
+            let said = before.iter().any(|l| {
+                (l.contains("==>") && l.contains(">&2")) || (l.trim_start().starts_with("log ") && log_to_stderr)
+            });
+            let announced = sized && said;
+            if !announced {
+                wrong.push(format!("scripts/{name}:{}: installs without saying how big, on stderr, first", i + 1));
+            }
+        }
+    }
+    for test in common::files_under(&common::root().join("tests"), "rs") {
+        let text = std::fs::read_to_string(&test).unwrap();
+        if test.ends_with("common/mod.rs") || test.ends_with("tests/docs.rs") {
+            continue; // the helper itself, and this test's own needle
+        }
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("Command::new") && line.contains("scripts") {
+                wrong.push(format!("{}:{}: runs a setup script, not through common::setup", test.display(), i + 1));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

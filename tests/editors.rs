@@ -8,6 +8,8 @@
 //! - The plan snippet expands to a plan that `mpipec check` accepts.
 //! - `scripts/test-editors` (the TextMate, tree-sitter and Vim suites) passes.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -524,14 +526,8 @@ fn snippets_expand_to_valid_mpipe() {
 
 #[test]
 fn editor_test_suites_pass() {
-    let output = Command::new("bash")
-        .arg(root().join("scripts/test-editors"))
-        .current_dir(root())
-        .output()
-        .expect("bash runs scripts/test-editors");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "scripts/test-editors failed ({}):\n{stdout}\n{stderr}", output.status);
+    // Its stderr (what it installs, and how big) goes to the terminal; stdout is the results.
+    let stdout = common::setup("test-editors");
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.ends_with(" passed, 0 failed"), "unexpected summary: {last}");
 }

@@ -22,9 +22,7 @@ struct Rendered {
 }
 
 fn chromium() -> PathBuf {
-    let o = Command::new("bash").arg(common::root().join("scripts/chromium")).output().unwrap();
-    assert!(o.status.success(), "scripts/chromium failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
+    PathBuf::from(common::setup("chromium"))
 }
 
 /// The page: the SVG inline (so its elements can be measured), drawn again into a canvas

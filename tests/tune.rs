@@ -72,7 +72,7 @@ fn the_tuner_finds_what_brute_force_finds() {
     let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.as_bytes().to_vec(), &MemoryLoader::new())
         .plan
         .unwrap();
-    let outcome = tune::search(tune::space(&plan, 4), Objective::StepTime, 0, |o| evaluate(&text, o), |_, _| {});
+    let outcome = tune::search(tune::space(&plan, 4), Objective::StepTime, 0, |o| evaluate(&text, o), |_, _, _| {});
     assert!(outcome.exhaustive);
     // Brute force, written out independently: every pp·dp·tp of 4 devices under every skeleton.
     let mut best = f64::INFINITY;
@@ -116,7 +116,7 @@ fn the_best_is_never_worse_than_the_input_and_writes_a_clean_plan() {
             Objective::StepTime,
             0,
             |o| evaluate(&text, o),
-            |_, _| {},
+            |_, _, _| {},
         );
         let best = &outcome.ranked[0];
         assert!(best.report.step_time_s <= input.step_time_s + 1e-12, "{name}");
@@ -173,4 +173,44 @@ fn no_speedup_spans_two_device_counts() {
     assert!(!space.is_empty());
     assert!(space.iter().all(|o| o.contains(&("cluster.devices".to_string(), other.to_string()))));
     assert!(tune::reference(&plan, &input, other).is_none());
+}
+
+/// Each phase of a sampled search shows its real total from its first step and ends full:
+/// a bar that counted to 600, jumped to 2400 and stopped at 302 is what this replaces.
+#[test]
+fn progress_shows_each_phase_total_from_its_start_and_ends_full() {
+    let report = evaluate(&example("llm_1f1b.mpipe"), &Vec::new()).unwrap();
+    // 40 × 25 synthetic candidates, past the exhaustive limit; step time is a bowl around (17, 9).
+    let candidates: Vec<Overrides> =
+        (0..40).flat_map(|a| (0..25).map(move |b| set(&[("a", &a.to_string()), ("b", &b.to_string())]))).collect();
+    assert!(candidates.len() > tune::EXHAUSTIVE);
+    let mut calls: Vec<(&'static str, usize, usize)> = Vec::new();
+    let outcome = tune::search(
+        candidates,
+        Objective::StepTime,
+        0,
+        |o| {
+            let x = |k: usize| o[k].1.parse::<f64>().unwrap();
+            let mut r = report.clone();
+            r.step_time_s = 1.0 + (x(0) - 17.0).powi(2) + (x(1) - 9.0).powi(2);
+            Some(r)
+        },
+        |phase, done, total| calls.push((phase, done, total)),
+    );
+    assert!(!outcome.exhaustive);
+    let mut phases: Vec<Vec<(&str, usize, usize)>> = Vec::new();
+    for call in calls {
+        match phases.last_mut() {
+            Some(phase) if phase.last().is_some_and(|last| last.1 < last.2) => phase.push(call),
+            _ => phases.push(vec![call]),
+        }
+    }
+    assert_eq!(phases[0][0].0, "sampling");
+    assert!(phases.len() >= 2 && phases[1..].iter().all(|p| p[0].0 == "refining"), "{:?}", phases.len());
+    for phase in &phases {
+        let (name, _, total) = phase[0];
+        assert!(phase.iter().all(|c| c.0 == name && c.2 == total), "one total per phase: {phase:?}");
+        assert_eq!(phase.iter().map(|c| c.1).collect::<Vec<_>>(), (1..=total).collect::<Vec<_>>(), "{name}");
+    }
+    assert_eq!(outcome.ranked[0].overrides, set(&[("a", "17"), ("b", "9")]));
 }

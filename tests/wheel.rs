@@ -29,8 +29,7 @@ fn stdout(o: &Output) -> String {
 
 /// What `bash scripts/NAME` prints: the path of the tool it provides.
 fn script(name: &str) -> PathBuf {
-    let o = checked(name, Command::new("bash").arg(common::root().join("scripts").join(name)));
-    PathBuf::from(stdout(&o))
+    PathBuf::from(common::setup(name))
 }
 
 /// Builds the wheel into `dist` with the debug binary this test run already has.

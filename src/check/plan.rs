@@ -6,7 +6,8 @@ use super::fields::Fields;
 use super::{Ctx, rules, schema};
 use crate::ast::{self, DefKind, Item, ValueKind};
 use crate::error::{Error, FieldError};
-use crate::plan::{Batch, Cluster, Model, Part, Plan, Recompute};
+use crate::plan::{Arch, Batch, Cluster, Model, Part, Plan, Recompute};
+use crate::resolve::DefId;
 use crate::span::Span;
 use crate::suggest::did_you_mean;
 
@@ -133,88 +134,100 @@ impl Ctx<'_> {
                 complete = false;
                 continue;
             }
-            let (base, body) = match &field.value.kind {
-                ValueKind::Name(n) => (n, None),
-                ValueKind::Instance { base, body } => (base, Some(body)),
-                _ => {
-                    let found = super::fields::describe(&field.value);
-                    self.error(Error::Field(FieldError::WrongType {
-                        span: field.value.span,
-                        expected: "an architecture name".into(),
-                        found,
-                        defined_at: None,
-                    }));
-                    complete = false;
-                    continue;
-                }
-            };
-            let Some(id) = self.reference(0, base, &[DefKind::Encoder, DefKind::Decoder]) else {
-                complete = false;
-                continue;
-            };
-            let Some(mut arch) = self.archs.get(&id).cloned().flatten() else {
-                complete = false;
-                continue;
-            };
-            let mut attrs = Fields::default();
-            if let Some(body) = body {
-                let def = self.program.definition(id);
-                let arch_schema = schema::of_definition(def.kind);
-                let (mut own, mut overrides) = (Vec::new(), Vec::new());
-                for entry in &body.entries {
-                    let key = &entry.key().name;
-                    if schema::PART.field(key).is_some() {
-                        own.push(entry.clone());
-                    } else if arch_schema.field(key).is_some() {
-                        overrides.push(entry.clone());
-                    } else {
-                        let names = schema::PART.fields.iter().chain(arch_schema.fields).map(|f| f.name);
-                        let suggestion = did_you_mean(key, names);
-                        self.error(Error::Field(FieldError::UnknownField {
-                            span: entry.key().span,
-                            field: key.clone(),
-                            context: "a model part".into(),
-                            suggestion,
-                        }));
-                        complete = false;
-                    }
-                }
-                attrs = self.fields(0, &ast::Block { entries: own, span: body.span }, &schema::PART, field.key.span);
-                if !overrides.is_empty() {
-                    let keys: Vec<&str> = overrides.iter().map(|e| e.key().name.as_str()).collect();
-                    let mut entries: Vec<ast::Entry> =
-                        def.body.entries.iter().filter(|e| !keys.contains(&e.key().name.as_str())).cloned().collect();
-                    entries.extend(overrides);
-                    let merged = ast::Block { entries, span: def.body.span };
-                    match self.arch_from(id.module, def.kind, &def.name, &merged) {
-                        Some(a) => arch = a,
-                        None => {
-                            complete = false;
-                            continue;
-                        }
-                    }
-                }
+            match self.part(field, &mut complete) {
+                Some(part) => parts.push(part),
+                None => complete = false,
             }
-            let recompute = match attrs.choice("recompute") {
-                Some("selective") => Recompute::Selective,
-                Some("full") => Recompute::Full,
-                _ => Recompute::None,
-            };
-            parts.push(Part {
-                name: field.key.name.clone(),
-                arch,
-                frozen: attrs.boolean("frozen").unwrap_or(false),
-                recompute,
-                forward_time: attrs.quantity("forward_time"),
-                backward_time: attrs.quantity("backward_time"),
-                span: field.key.span,
-            });
         }
         if def.body.entries.is_empty() {
             self.error(Error::Field(FieldError::EmptyModel { span: def.name.span, name: def.name.name.clone() }));
             return None;
         }
         complete.then(|| Model { name: def.name.name.clone(), parts })
+    }
+
+    /// One part of the model, `name = architecture;` or with a body of its own attributes and
+    /// the architecture's fields it overrides. An unknown attribute clears `complete` but still
+    /// gives the part, so a later part of the same name is reported as a duplicate.
+    fn part(&mut self, field: &ast::Field, complete: &mut bool) -> Option<Part> {
+        let (base, body) = match &field.value.kind {
+            ValueKind::Name(n) => (n, None),
+            ValueKind::Instance { base, body } => (base, Some(body)),
+            _ => {
+                let found = super::fields::describe(&field.value);
+                self.error(Error::Field(FieldError::WrongType {
+                    span: field.value.span,
+                    expected: "an architecture name".into(),
+                    found,
+                    defined_at: None,
+                }));
+                return None;
+            }
+        };
+        let id = self.reference(0, base, &[DefKind::Encoder, DefKind::Decoder])?;
+        let mut arch = self.archs.get(&id).cloned().flatten()?;
+        let mut attrs = Fields::default();
+        if let Some(body) = body {
+            (attrs, arch) = self.part_body(field, id, body, arch, complete)?;
+        }
+        let recompute = match attrs.choice("recompute") {
+            Some("selective") => Recompute::Selective,
+            Some("full") => Recompute::Full,
+            _ => Recompute::None,
+        };
+        Some(Part {
+            name: field.key.name.clone(),
+            arch,
+            frozen: attrs.boolean("frozen").unwrap_or(false),
+            recompute,
+            forward_time: attrs.quantity("forward_time"),
+            backward_time: attrs.quantity("backward_time"),
+            span: field.key.span,
+        })
+    }
+
+    /// A part's body: its own attributes (`frozen`, `recompute`, …), and the architecture
+    /// rebuilt with the fields the body overrides; `None` when that rebuilt one does not check.
+    fn part_body(
+        &mut self,
+        field: &ast::Field,
+        id: DefId,
+        body: &ast::Block,
+        arch: Arch,
+        complete: &mut bool,
+    ) -> Option<(Fields, Arch)> {
+        let def = self.program.definition(id);
+        let arch_schema = schema::of_definition(def.kind);
+        let (mut own, mut overrides) = (Vec::new(), Vec::new());
+        for entry in &body.entries {
+            let key = &entry.key().name;
+            if schema::PART.field(key).is_some() {
+                own.push(entry.clone());
+            } else if arch_schema.field(key).is_some() {
+                overrides.push(entry.clone());
+            } else {
+                let names = schema::PART.fields.iter().chain(arch_schema.fields).map(|f| f.name);
+                let suggestion = did_you_mean(key, names);
+                self.error(Error::Field(FieldError::UnknownField {
+                    span: entry.key().span,
+                    field: key.clone(),
+                    context: "a model part".into(),
+                    suggestion,
+                }));
+                *complete = false;
+            }
+        }
+        let attrs = self.fields(0, &ast::Block { entries: own, span: body.span }, &schema::PART, field.key.span);
+        if overrides.is_empty() {
+            return Some((attrs, arch));
+        }
+        let keys: Vec<&str> = overrides.iter().map(|e| e.key().name.as_str()).collect();
+        let mut entries: Vec<ast::Entry> =
+            def.body.entries.iter().filter(|e| !keys.contains(&e.key().name.as_str())).cloned().collect();
+        entries.extend(overrides);
+        let merged = ast::Block { entries, span: def.body.span };
+        let arch = self.arch_from(id.module, def.kind, &def.name, &merged)?;
+        Some((attrs, arch))
     }
 
     fn cluster(&mut self, sec: &ast::Section) -> Option<Cluster> {
@@ -243,14 +256,10 @@ impl Ctx<'_> {
             return None;
         }
         let histogram = match (f.file("image_histogram"), f.span("image_histogram")) {
-            (Some((name, text)), Some(span)) => match parse_histogram(text) {
+            (Some((name, text)), Some(span)) => match parse_histogram(name, text) {
                 Ok(h) => h,
-                Err(line) => {
-                    self.error(Error::Field(FieldError::OutOfRange {
-                        span,
-                        what: format!("line {line} of `{name}`"),
-                        requirement: "`tokens,weight` with a whole number of tokens and a weight above 0".into(),
-                    }));
+                Err((what, requirement)) => {
+                    self.error(Error::Field(FieldError::OutOfRange { span, what, requirement: requirement.into() }));
                     return None;
                 }
             },
@@ -267,25 +276,34 @@ impl Ctx<'_> {
     }
 }
 
-/// `tokens,weight` lines (a header line and `#` comments allowed); `Err` carries the 1-based
-/// number of the first bad line.
-fn parse_histogram(text: &str) -> Result<Vec<(u64, f64)>, usize> {
+/// `tokens,weight` lines (a first line without digits is a header; `#` comments allowed). A
+/// weight may be 0 (a bin nothing falls in), but not every weight. `Err` says what is wrong
+/// (`line 3 of `name``) and what it must be.
+fn parse_histogram(name: &str, text: &str) -> Result<Vec<(u64, f64)>, (String, &'static str)> {
+    let bad = |i: usize, requirement| (format!("line {} of `{name}`", i + 1), requirement);
     let mut out = Vec::new();
+    let mut numbered = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
-        if line.is_empty()
-            || line.starts_with('#')
-            || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic()))
-        {
+        if line.is_empty() || line.starts_with('#') || (i == 0 && !line.contains(|c: char| c.is_ascii_digit())) {
             continue;
         }
-        let (t, w) = line.split_once(',').ok_or(i + 1)?;
-        let tokens: u64 = t.trim().parse().map_err(|_| i + 1)?;
-        let weight: f64 = w.trim().parse().map_err(|_| i + 1)?;
-        if !(weight.is_finite() && weight > 0.0) {
-            return Err(i + 1);
+        let (t, w) = line.split_once(',').ok_or_else(|| bad(i, "`tokens,weight`, two numbers and a comma"))?;
+        let tokens: u64 = t.trim().parse().map_err(|_| bad(i, "a whole number of tokens, then `,` and a weight"))?;
+        let weight: f64 =
+            w.trim().parse().map_err(|_| bad(i, "a number of tokens, then `,` and a number, the weight"))?;
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(bad(i, "a weight of 0 or more"));
         }
         out.push((tokens, weight));
+        numbered.push(i + 1);
     }
-    if out.is_empty() { Err(1) } else { Ok(out) }
+    let (Some(first), Some(last)) = (numbered.first(), numbered.last()) else {
+        return Err((format!("`{name}`"), "at least one `tokens,weight` line"));
+    };
+    if out.iter().any(|(_, w)| *w > 0.0) {
+        return Ok(out);
+    }
+    let lines = if first == last { format!("line {first}") } else { format!("lines {first} to {last}") };
+    Err((format!("every weight of `{name}` ({lines})"), "above 0 on at least one line"))
 }

@@ -95,6 +95,7 @@ fn rows(global: &Global, scratch: &Path, runs: usize) -> Result<Vec<Row>, String
             targets: &targets,
             nearest: false,
             format: mpipe::outputs::PlanFormat::Auto,
+            large_output: true,
         };
         let mut failed = None;
         let whole = median(runs, || {

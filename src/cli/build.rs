@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use mpipe::driver::Make;
 use mpipe::outputs::PlanFormat;
 
+use super::progress::Ticker;
 use super::report::Reporter;
-use super::{EXIT_INPUT, EXIT_USAGE, Global, output};
+use super::{EXIT_INPUT, EXIT_USAGE, Global, estimate, output};
 
 pub const EXIT_INTERNAL: u8 = 101;
 
@@ -34,6 +35,8 @@ pub struct Request<'a> {
     pub targets: &'a [String],
     pub nearest: bool,
     pub format: PlanFormat,
+    /// Write past [`estimate::LARGE_OUTPUT`] bytes.
+    pub large_output: bool,
 }
 
 pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
@@ -49,7 +52,8 @@ pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
 /// The whole build, from reading the plan to the last output in place: what `mpipec build`
 /// runs and `mpipec bench` times. `Ok` holds the files written.
 pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Reporter) -> Result<Vec<String>, u8> {
-    let (checked, plan_spec) = super::check::load_plan(global, plan, reporter)?;
+    let source = super::check::read_source(global, plan, reporter)?;
+    let (checked, plan_spec) = super::check::plan_of(source.check(global, &[]), plan, reporter)?;
     let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
@@ -61,10 +65,12 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
             return Err(EXIT_USAGE);
         }
     };
+    let ticker = guard(global, &source, &plan_spec, request, reporter)?;
     let products = mpipe::driver::produce(&plan_spec, &requests, Make::Files, &|| true)
         .map_err(|invalid| internal_error(&invalid))?
         .expect("a build nobody cancels runs to the end");
-    reporter.emit(&products.diagnostics(), &checked.program.sources);
+    ticker.stage("writing");
+    ticker.aside(|| reporter.emit(&products.diagnostics(), &checked.program.sources));
     // Every target is emitted (or refused) before anything is written: one that cannot run
     // the plan leaves the output directory as it was.
     if products.refused() {
@@ -74,13 +80,40 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
     }
     let files = products.files(request.format);
     let names: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-    if let Err(message) = output::write_atomically(request.out, files, request.force) {
+    let written = output::write_atomically(request.out, files, request.force);
+    drop(ticker);
+    if let Err(message) = written {
         reporter.plain_error(&message);
         reporter.finish();
         return Err(EXIT_USAGE);
     }
     reporter.finish();
     Ok(names)
+}
+
+/// What a large plan will cost, said before it is spent: a build past the output limit
+/// without `--large-output` is refused; one past the notice thresholds says its size and
+/// expected time, and its progress is drawn on a terminal by the ticker returned.
+fn guard(
+    global: &Global,
+    source: &super::check::Source,
+    plan: &mpipe::plan::Plan,
+    request: &Request,
+    reporter: &mut Reporter,
+) -> Result<Ticker, u8> {
+    let Some(estimate) = estimate::estimate(global, source, plan, Some(request.format)) else {
+        return Ok(Ticker::idle());
+    };
+    if let Some(refusal) = estimate.refusal().filter(|_| !request.large_output) {
+        reporter.plain_error(&refusal);
+        reporter.finish();
+        return Err(EXIT_USAGE);
+    }
+    if !estimate.worth_a_notice() {
+        return Ok(Ticker::idle());
+    }
+    eprintln!("{}", estimate.notice("building"));
+    Ok(Ticker::start("building", estimate.seconds))
 }
 
 /// A derived plan the validator rejected: a compiler bug, reported with a dump.

@@ -4,6 +4,8 @@
 mod bench;
 mod build;
 mod check;
+mod data;
+mod estimate;
 mod explain;
 mod format;
 mod loader;
@@ -55,6 +57,17 @@ fn parse_set(arg: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected KEY=VALUE, such as `cluster.pp=4`, found `{arg}`"))
 }
 
+/// A count an option needs one of at least (`--devices`, `--samples`, `--procs`, `--steps`): 0
+/// is refused here, by the option's name, before it could surface later as some other problem
+/// (a `--set` the user never typed, or "ok" printed over nothing).
+fn at_least_one(arg: &str) -> Result<u64, String> {
+    match arg.trim().parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("expected a whole number of at least 1, found `{arg}`")),
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ColorChoice {
     Auto,
@@ -74,6 +87,58 @@ pub enum TuneObjective {
     #[value(name = "step_time")]
     StepTime,
     Mfu,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ProcessorArg {
+    /// Qwen2.5-VL: smart_resize to 28-px multiples within --min-pixels..--max-pixels, 14-px
+    /// patches, 2x2 merged
+    #[value(name = "qwen2_5_vl")]
+    Qwen25Vl,
+    /// LLaVA-OneVision: anyres, a 384-px base view and tiles of the best grid, 729 tokens each
+    Llava,
+    /// InternVL: up to 12 448-px tiles and a thumbnail, 1024 encoder tokens each
+    Internvl,
+}
+
+#[derive(Subcommand)]
+enum DataCommand {
+    /// Read a LLaVA-format JSONL dataset (image sizes from the image headers), count each
+    /// sample's image tokens under a model's image processor, pack samples into microbatches as
+    /// `mpipec train` does, and summarise; with -o, write the `tokens,weight` histogram a plan's
+    /// `image_histogram` names, and its picture beside it (.svg)
+    Stats {
+        /// The dataset: one JSON object a line, {"image" | "images", "conversations"}
+        file: std::path::PathBuf,
+        /// Whose image processor counts the tokens
+        #[arg(long, value_enum)]
+        processor: ProcessorArg,
+        /// Refuse a sample whose LLM sequence is certainly longer than this (its image tokens and
+        /// a token per word of its text)
+        #[arg(long)]
+        seq_len: Option<u64>,
+        /// The folder image paths are relative to (default: the dataset's own)
+        #[arg(long, value_name = "DIR")]
+        images: Option<std::path::PathBuf>,
+        /// Samples per microbatch (the plan's micro_batch_size)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        micro_batch_size: u64,
+        /// Round each microbatch's tokens up to a multiple of this (fewer, coarser bins)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        bin: u64,
+        /// Seed of the shuffle that forms microbatches of more than one sample
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Qwen2.5-VL's min_pixels (default: the checkpoints' preprocessor config)
+        #[arg(long, default_value_t = mpipe::data::processor::QWEN_MIN_PIXELS)]
+        min_pixels: u64,
+        /// Qwen2.5-VL's max_pixels (default: the checkpoints' preprocessor config)
+        #[arg(long, default_value_t = mpipe::data::processor::QWEN_MAX_PIXELS)]
+        max_pixels: u64,
+        /// Write the histogram here (CSV) and its picture beside it, with the extension .svg
+        #[arg(short, long, value_name = "HIST.csv")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -114,8 +179,8 @@ enum Command {
         #[arg(long)]
         compare: bool,
         /// Also run the schedule on this many batches drawn from the image-token distribution
-        #[arg(long)]
-        samples: Option<usize>,
+        #[arg(long, value_parser = at_least_one)]
+        samples: Option<u64>,
         /// Seed of the draw
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -143,7 +208,7 @@ enum Command {
         /// The plan (.mpipe) to start from: its model, hardware and global batch stay
         plan: std::path::PathBuf,
         /// Devices to plan for (default: the plan's)
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         devices: Option<u64>,
         #[arg(long, value_enum, default_value = "step_time")]
         objective: TuneObjective,
@@ -161,8 +226,8 @@ enum Command {
         out: Option<std::path::PathBuf>,
         /// Compare the plan's static schedule with one derived per batch, over this many
         /// batches drawn from the image-token distribution
-        #[arg(long)]
-        per_batch: Option<usize>,
+        #[arg(long, value_parser = at_least_one)]
+        per_batch: Option<u64>,
     },
     /// Time each compiler stage on the benchmark plans (medians) and print a table
     Bench {
@@ -178,6 +243,11 @@ enum Command {
     },
     /// Run the language server over stdio (for editors)
     Lsp,
+    /// Training data: `data stats` counts a dataset's image tokens into a plan's histogram
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
     /// Print the long explanation of a diagnostic code, or list every code
     Explain {
         /// A diagnostic code, such as E0305 (printed with every diagnostic)
@@ -227,6 +297,10 @@ enum Command {
         /// a token per instruction), or `auto`: readable up to 200,000 instructions, compact above
         #[arg(long, value_enum, default_value_t = build::PlanFormatArg::Auto)]
         plan_format: build::PlanFormatArg,
+        /// Write the build even when it comes to more than 256 MB (without it, such a build
+        /// is refused before anything is derived; the estimate comes from two small builds)
+        #[arg(long)]
+        large_output: bool,
     },
     /// Run the plan's miniature (or, with --model hf:..., transformers' own model) in P processes
     /// (torch, gloo, CPU) and in one process without pipelining; compare loss, gradients and parameters
@@ -268,15 +342,6 @@ enum Command {
     Train(Box<train::Options>),
 }
 
-/// A count of processes or steps: 0 would run nothing (and print "ok" over it).
-fn at_least_one(text: &str) -> Result<u64, String> {
-    match text.parse::<u64>() {
-        Ok(0) => Err("it must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
 pub const EXIT_INPUT: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
@@ -313,6 +378,38 @@ pub fn main() -> ExitCode {
         Command::Explain { code, list } => explain::run(code.as_deref(), *list),
         Command::Std { what } => stdlib::run(*what),
         Command::Lsp => lsp::run(),
+        Command::Data {
+            command:
+                DataCommand::Stats {
+                    file,
+                    processor,
+                    seq_len,
+                    images,
+                    micro_batch_size,
+                    bin,
+                    seed,
+                    min_pixels,
+                    max_pixels,
+                    out,
+                },
+        } => {
+            use mpipe::data::processor::Processor;
+            let processor = match processor {
+                ProcessorArg::Qwen25Vl => Processor::Qwen25Vl { min_pixels: *min_pixels, max_pixels: *max_pixels },
+                ProcessorArg::Llava => Processor::LlavaOnevision,
+                ProcessorArg::Internvl => Processor::InternVl,
+            };
+            let options = data::Options {
+                processor,
+                seq_len: *seq_len,
+                images: images.as_deref(),
+                micro_batch_size: *micro_batch_size as usize,
+                bin: *bin,
+                seed: *seed,
+                out: out.as_deref(),
+            };
+            data::stats(&cli.global, file, &options)
+        }
         Command::Bench { print_plan: Some(pm), .. } => {
             print!("{}", mpipe::bench::plan_text(pm[0], pm[1]));
             0
@@ -332,7 +429,7 @@ pub fn main() -> ExitCode {
                 top: *top,
                 out: out.as_deref(),
                 seed: *seed,
-                per_batch: *per_batch,
+                per_batch: per_batch.map(|n| n as usize),
             },
         ),
         Command::Sweep { plan, vary, compare, json, out } => {
@@ -344,11 +441,17 @@ pub fn main() -> ExitCode {
                 (true, false) => sim::Format::Json,
                 _ => sim::Format::Table,
             };
-            sim::run(&cli.global, plan, format, *compare, samples.map(|n| (n, *seed)))
+            sim::run(&cli.global, plan, format, *compare, samples.map(|n| (n as usize, *seed)))
         }
-        Command::Build { plan, out, force, target, nearest, plan_format } => {
-            let request =
-                build::Request { out, force: *force, targets: target, nearest: *nearest, format: plan_format.into() };
+        Command::Build { plan, out, force, target, nearest, plan_format, large_output } => {
+            let request = build::Request {
+                out,
+                force: *force,
+                targets: target,
+                nearest: *nearest,
+                format: plan_format.into(),
+                large_output: *large_output,
+            };
             build::run(&cli.global, plan, &request)
         }
         Command::Verify { plan, procs, dp, steps, model, python, profile, prepare } => {

@@ -2,12 +2,14 @@
 //! are renamed into place, so a failed build leaves the previous output as it was. mpipec
 //! records what it wrote in `.mpipec-manifest`; an existing directory holding anything else
 //! is never replaced, unless `--force`, which keeps the foreign files and replaces only
-//! mpipec's own.
+//! mpipec's own. Ctrl-C (or SIGTERM) while the files are written stops the writers, removes
+//! the staging directory and then ends the process by that signal: nothing is half-written.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use mpipe::outputs::{Artifact, Output};
 
@@ -58,9 +60,67 @@ pub fn write_merged(out: &Path, mut files: Vec<Output<'_>>, force: bool) -> Resu
 
 /// One file, through the writer of its output; a failed write fails the whole build.
 fn write_file(path: &Path, output: &Output<'_>) -> std::io::Result<()> {
-    let mut file = fs::File::create(path)?;
+    let mut file = Interruptible(fs::File::create(path)?);
     output.write_to(&mut file)?;
     file.flush()
+}
+
+/// The signal that interrupted the writing, 0 while none has.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    INTERRUPTED.store(signal, Ordering::SeqCst);
+}
+
+/// A file that stops taking bytes once the writing is interrupted.
+struct Interruptible(fs::File);
+
+impl Write for Interruptible {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if INTERRUPTED.load(Ordering::Relaxed) != 0 {
+            // Not `ErrorKind::Interrupted`, which `write_all` retries.
+            return Err(std::io::Error::other("interrupted"));
+        }
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+const CAUGHT: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+/// Catches Ctrl-C and SIGTERM while an output directory is written.
+fn catch_interrupts() {
+    for signal in CAUGHT {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(signal, on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+}
+
+/// Restores the default handling and, if the writing was interrupted, says what was left and
+/// ends the process by the signal that came, as if it had not been caught.
+fn release_interrupts(shown: &str, written: bool) {
+    for signal in CAUGHT {
+        // SAFETY: restoring the default disposition.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+        }
+    }
+    let signal = INTERRUPTED.load(Ordering::SeqCst);
+    if signal != 0 {
+        match written {
+            true => eprintln!("interrupted after `{shown}` was written"),
+            false => eprintln!("interrupted: nothing was written to `{shown}`"),
+        }
+        // SAFETY: raising a signal whose default action ends the process.
+        unsafe {
+            libc::raise(signal);
+        }
+    }
 }
 
 /// Writes `files` into `out`, each streamed from its writer into its file.
@@ -87,6 +147,7 @@ pub fn write_atomically(out: &Path, files: Vec<Output<'_>>, force: bool) -> Resu
         None
     };
     let staging = sibling(out, "new");
+    catch_interrupts();
     let result = (|| -> std::io::Result<()> {
         if staging.exists() {
             fs::remove_dir_all(&staging)?;
@@ -134,8 +195,9 @@ pub fn write_atomically(out: &Path, files: Vec<Output<'_>>, force: bool) -> Resu
         }
         Ok(())
     })();
-    result.map_err(|e| {
+    if result.is_err() {
         let _ = fs::remove_dir_all(&staging);
-        format!("cannot write `{shown}`: {}", io_reason(e))
-    })
+    }
+    release_interrupts(&shown.to_string(), result.is_ok());
+    result.map_err(|e| format!("cannot write `{shown}`: {}", io_reason(e)))
 }

@@ -8,6 +8,7 @@ use mpipe::explore::samples::Stats;
 use mpipe::sim::report::Report;
 
 use super::Global;
+use super::progress::Ticker;
 use super::report::Reporter;
 
 fn seconds(t: f64) -> String {
@@ -30,22 +31,36 @@ pub enum Format {
 
 pub fn run(global: &Global, plan: &Path, format: Format, compare: bool, samples: Option<(usize, u64)>) -> u8 {
     let mut reporter = Reporter::new(global);
-    let (checked, spec) = match super::check::load_plan(global, plan, &mut reporter) {
+    let source = match super::check::read_source(global, plan, &mut reporter) {
+        Ok(source) => source,
+        Err(status) => return status,
+    };
+    let (checked, spec) = match super::check::plan_of(source.check(global, &[]), plan, &mut reporter) {
         Ok(loaded) => loaded,
         Err(status) => return status,
+    };
+    let ticker = match super::estimate::estimate(global, &source, &spec, None).filter(|e| e.worth_a_notice()) {
+        Some(estimate) => {
+            eprintln!("{}", estimate.notice("simulating"));
+            Ticker::start("deriving", estimate.seconds)
+        }
+        None => Ticker::idle(),
     };
     let built = match mpipe::driver::build(&spec) {
         Ok(b) => b,
         Err(invalid) => return super::build::internal_error(&invalid),
     };
-    reporter.emit(&built.diagnostics(), &checked.program.sources);
+    ticker.stage("simulating");
+    let diagnostics = built.diagnostics();
+    drop(ticker);
+    reporter.emit(&diagnostics, &checked.program.sources);
     let simulation = built.evaluate();
     let mut report = simulation.report.clone();
     if compare {
         report.compare = mpipe::explore::compare::compare(&spec, report.step_time_s);
     }
     reporter.finish();
-    let sampled = samples.map(|(n, seed)| sample(&spec, &built.derived, n.max(1), seed, compare));
+    let sampled = samples.map(|(n, seed)| sample(&spec, &built.derived, n, seed, compare));
     match format {
         Format::Table => print_table(&spec, &built.derived.ir, simulation, &report, sampled.as_ref()),
         Format::Json | Format::JsonWithIr => print_json(&report, sampled.as_ref(), &built.derived.ir, format),

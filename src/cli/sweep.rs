@@ -41,8 +41,8 @@ pub fn run(global: &Global, plan: &Path, varies: &[String], compare: bool, json:
     let mut progress = Progress::new("sweeping");
     let mut points = Vec::with_capacity(total);
     for (i, values) in grid.into_iter().enumerate() {
-        progress.update(i, total);
         points.push(point(source.check(global, &values), values, compare));
+        progress.update(i + 1, total);
     }
     drop(progress);
     reporter.finish();

@@ -56,7 +56,17 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
     let input = &built.evaluate().report;
     let devices = opts.devices.unwrap_or(spec.cluster.devices);
     let limit = opts.memory_limit.unwrap_or(spec.cluster.hardware.hbm_bytes);
-    let outcome = search(global, &source, &spec, input, (devices, limit), opts);
+    let candidates = tune::space(&spec, devices);
+    if candidates.is_empty() {
+        reporter.plain_error(&format!(
+            "no candidate runs on {}: a candidate is a pipeline of at least 2 stages and at most the model's {} layers",
+            mpipe::error::count(devices, "device"),
+            spec.model.layers()
+        ));
+        reporter.finish();
+        return EXIT_INPUT;
+    }
+    let outcome = search(global, &source, candidates, input, limit, opts);
     reporter.finish();
     print_ranking(&outcome, &spec, input, (devices, limit), opts.top);
     if outcome.ranked.is_empty() {
@@ -71,7 +81,7 @@ pub fn run(global: &Global, plan: &Path, opts: &Options) -> u8 {
 
 /// The one static schedule against a schedule derived for each sampled batch.
 fn print_per_batch(built: &Built, n: usize, seed: u64) {
-    let batches = samples::draw(built.plan(), n.max(1), seed);
+    let batches = samples::draw(built.plan(), n, seed);
     let fixed = samples::static_schedule(built.plan(), &built.derived, &batches);
     let adapted = samples::per_batch(built.plan(), &batches);
     println!("{} batches (seed {seed}):", fixed.samples);
@@ -89,15 +99,15 @@ fn print_per_batch(built: &Built, n: usize, seed: u64) {
     );
 }
 
-/// The search over the plans `devices` allow within `limit` bytes a device, each candidate
+/// The search over `candidates` within `limit` bytes a device, each candidate
 /// checked from the source read once, then built and evaluated once; the input plan (no
 /// overrides) is the one already evaluated.
 fn search(
     global: &Global,
     source: &Source,
-    spec: &Plan,
+    candidates: Vec<tune::Overrides>,
     input: &Report,
-    (devices, limit): (u64, f64),
+    limit: f64,
     opts: &Options,
 ) -> Outcome {
     let fits = |r: Report| {
@@ -106,7 +116,7 @@ fn search(
     };
     let mut progress = super::progress::Progress::new("tuning");
     tune::search(
-        tune::space(spec, devices),
+        candidates,
         opts.objective,
         opts.seed,
         |o| {
@@ -116,7 +126,7 @@ fn search(
             let p = source.check(global, o).plan?;
             fits(mpipe::driver::build(&p).ok()?.into_simulated().1.report)
         },
-        |done, total| progress.update(done, total),
+        |phase, done, total| progress.update_phase(phase, done, total),
     )
 }
 

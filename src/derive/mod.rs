@@ -232,7 +232,6 @@ fn assemble(
         .map(|s| ir::StageIr {
             id: s.id,
             region: placement.regions[s.region].name.clone(),
-            ranks: s.rank.is_none().then(|| "all".to_string()),
             rank: s.rank,
             layers: [s.layers.start, s.layers.end],
             backward: s.backward,

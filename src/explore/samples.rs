@@ -55,7 +55,8 @@ pub fn draw(plan: &Plan, n: usize, seed: u64) -> Vec<Vec<u64>> {
                         }
                         x -= w;
                     }
-                    dist[dist.len() - 1].0
+                    // Rounding can leave `x` past the last weight: the last bin anything falls in.
+                    dist.iter().rev().find(|(_, w)| *w > 0.0).map_or(0, |(t, _)| *t)
                 })
                 .collect()
         })

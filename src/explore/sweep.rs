@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::plot::{COLOURS, Frame};
 use crate::sim::report::Report;
 
 /// A key and the values it takes: `KEY=A..B*F` (geometric, factor F), `KEY=A..B+S` (step S),
@@ -131,14 +132,20 @@ pub fn svg(points: &[Point], title: &str) -> String {
     let frame = Frame::new(&xs, lines.highest());
     let key = points.first().and_then(|p| p.values.first()).map(|(k, _)| k.clone()).unwrap_or_default();
     let mut out = String::new();
-    frame.axes(&mut out, title, &xs, &key);
+    let x_title = match (unit_of(&key), frame.geometric) {
+        (Some(unit), true) => format!("{key} ({unit}, log scale)"),
+        (Some(unit), false) => format!("{key} ({unit})"),
+        (None, true) => format!("{key} (log scale)"),
+        (None, false) => key.clone(),
+    };
+    frame.axes(&mut out, title, &xs, &x_title, "step time (s)");
     out.push_str("<g id=\"legend\" class=\"legend\">\n");
     let mut legend = Legend { x: frame.left + frame.w + 20.0, y: frame.top };
     for (i, (name, marks)) in lines.series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         frame.polyline(&mut out, colour, "2", "", marks.iter().map(|m| (m.x, m.y)));
         for mark in marks {
-            frame.marker(&mut out, colour, mark);
+            marker(&frame, &mut out, colour, mark);
         }
         legend.entry(&mut out, colour, "", name);
     }
@@ -151,8 +158,6 @@ pub fn svg(points: &[Point], title: &str) -> String {
     out.push_str("</g>\n</svg>\n");
     out
 }
-
-const COLOURS: [&str; 6] = ["#1f78b4", "#e31a1c", "#33a02c", "#6a3d9a", "#ff7f00", "#b15928"];
 
 /// A point's place on the x axis: its first varied value, when that is a number.
 fn x_of(p: &Point) -> Option<f64> {
@@ -210,156 +215,28 @@ fn push_to<T>(lines: &mut Vec<(String, Vec<T>)>, name: String, item: T) {
     }
 }
 
-/// The plot area and how values map into it. The x axis is logarithmic when the values grow
-/// by one constant factor (a `*` range), so its points are evenly spaced.
-struct Frame {
-    left: f64,
-    top: f64,
-    w: f64,
-    h: f64,
-    geometric: bool,
-    x0: f64,
-    x1: f64,
-    step: f64,
-    ticks: usize,
-    ymax: f64,
-}
-
-impl Frame {
-    fn new(xs: &[f64], highest: f64) -> Frame {
-        let geometric = xs.iter().all(|x| *x > 0.0) && xs.len() > 2 && {
-            let r: Vec<f64> = xs.windows(2).filter(|w| w[0] != w[1]).map(|w| w[1] / w[0]).collect();
-            !r.is_empty() && r.iter().all(|q| (q - r[0]).abs() < 1e-6 && *q > 1.0)
-        };
-        let fx = |x: f64| if geometric { x.ln() } else { x };
-        let (x0, x1) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(fx(*x)), b.max(fx(*x))));
-        let step = tick_step(highest * 1.02);
-        let ticks = (highest * 1.02 / step).ceil().max(1.0) as usize;
-        Frame { left: 80.0, top: 50.0, w: 720.0, h: 360.0, geometric, x0, x1, step, ticks, ymax: step * ticks as f64 }
-    }
-
-    fn px(&self, x: f64) -> f64 {
-        let fx = if self.geometric { x.ln() } else { x };
-        self.left + if self.x1 > self.x0 { self.w * (fx - self.x0) / (self.x1 - self.x0) } else { self.w / 2.0 }
-    }
-
-    fn py(&self, y: f64) -> f64 {
-        self.top + self.h - if self.ymax > 0.0 { self.h * y / self.ymax } else { 0.0 }
-    }
-
-    /// The document's head, the title, both axes with their ticks and their titles.
-    fn axes(&self, out: &mut String, title: &str, xs: &[f64], key: &str) {
-        let (left, top, w, h) = (self.left, self.top, self.w, self.h);
+/// A cross where memory does not fit; else a circle, filled where some rank spills.
+fn marker(frame: &Frame, out: &mut String, colour: &str, mark: &Mark) {
+    let (cx, cy) = (frame.px(mark.x), frame.py(mark.y));
+    if !mark.fits {
         let _ = writeln!(
             out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="Helvetica, Arial, sans-serif" font-size="11">"#,
-            left + w + 230.0,
-            top + h + 60.0
+            r#"<path d="M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}" stroke="{colour}" stroke-width="2"/>"#,
+            cx - 5.0,
+            cy - 5.0,
+            cx + 5.0,
+            cy + 5.0,
+            cx - 5.0,
+            cy + 5.0,
+            cx + 5.0,
+            cy - 5.0
         );
+    } else {
+        let fill = if mark.spills { colour } else { "white" };
         let _ = writeln!(
             out,
-            r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="22" font-size="14" font-weight="bold">{}</text>"#,
-            crate::picture::escape(title)
+            r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="{fill}" stroke="{colour}" stroke-width="1.5"/>"#
         );
-        let _ = writeln!(
-            out,
-            r##"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#333"/>"##,
-            top + h,
-            left + w,
-            top + h,
-            top + h
-        );
-        self.y_ticks(out);
-        self.x_ticks(out, xs);
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">{key}{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">step time (s)</text>"#,
-            left + w / 2.0,
-            top + h + 36.0,
-            match (unit_of(key), self.geometric) {
-                (Some(unit), true) => format!(" ({unit}, log scale)"),
-                (Some(unit), false) => format!(" ({unit})"),
-                (None, true) => " (log scale)".to_string(),
-                (None, false) => String::new(),
-            },
-            top + h / 2.0,
-            top + h / 2.0
-        );
-    }
-
-    fn y_ticks(&self, out: &mut String) {
-        let left = self.left;
-        for k in 0..=self.ticks {
-            let y = self.step * k as f64;
-            let _ = writeln!(
-                out,
-                r##"<line x1="{}" y1="{:.1}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                left - 4.0,
-                self.py(y),
-                self.py(y),
-                left - 8.0,
-                self.py(y) + 4.0,
-                tick_label(y, self.step)
-            );
-        }
-    }
-
-    /// A tick at each distinct value swept.
-    fn x_ticks(&self, out: &mut String, xs: &[f64]) {
-        let bottom = self.top + self.h;
-        let mut seen: Vec<f64> = Vec::new();
-        for &x in xs {
-            if seen.iter().any(|s| (s - x).abs() < 1e-9) {
-                continue;
-            }
-            seen.push(x);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{:.1}" y1="{}" x2="{:.1}" y2="{}" stroke="#333"/><text x="{:.1}" y="{}" text-anchor="middle">{}</text>"##,
-                self.px(x),
-                bottom,
-                self.px(x),
-                bottom + 4.0,
-                self.px(x),
-                bottom + 16.0,
-                x
-            );
-        }
-    }
-
-    fn polyline(&self, out: &mut String, colour: &str, width: &str, dash: &str, pts: impl Iterator<Item = (f64, f64)>) {
-        let path: Vec<String> = pts.map(|(x, y)| format!("{:.1},{:.1}", self.px(x), self.py(y))).collect();
-        let dash = if dash.is_empty() { String::new() } else { format!(r#" stroke-dasharray="{dash}""#) };
-        let _ = writeln!(
-            out,
-            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="{width}"{dash}/>"#,
-            path.join(" ")
-        );
-    }
-
-    /// A cross where memory does not fit; else a circle, filled where some rank spills.
-    fn marker(&self, out: &mut String, colour: &str, mark: &Mark) {
-        let (cx, cy) = (self.px(mark.x), self.py(mark.y));
-        if !mark.fits {
-            let _ = writeln!(
-                out,
-                r#"<path d="M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}" stroke="{colour}" stroke-width="2"/>"#,
-                cx - 5.0,
-                cy - 5.0,
-                cx + 5.0,
-                cy + 5.0,
-                cx - 5.0,
-                cy + 5.0,
-                cx + 5.0,
-                cy - 5.0
-            );
-        } else {
-            let fill = if mark.spills { colour } else { "white" };
-            let _ = writeln!(
-                out,
-                r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="{fill}" stroke="{colour}" stroke-width="1.5"/>"#
-            );
-        }
     }
 }
 
@@ -400,19 +277,6 @@ impl Legend {
     }
 }
 
-/// The distance between axis ticks: 1, 2, 2.5 or 5 times a power of ten, giving about five
-/// ticks up to `max`.
-fn tick_step(max: f64) -> f64 {
-    crate::picture::tick_step(max, 5.0, &[1.0, 2.0, 2.5, 5.0])
-}
-
-/// A tick's value with as many decimals as its step needs (`2.5` steps need one more).
-fn tick_label(value: f64, step: f64) -> String {
-    let decimals = (-step.log10().floor()).max(0.0) as usize
-        + usize::from((step / 10f64.powf(step.log10().floor()) - 2.5).abs() < 1e-9);
-    format!("{value:.decimals$}")
-}
-
 /// The unit of a varied key, for the x axis's title.
 fn unit_of(key: &str) -> Option<&'static str> {
     Some(match key.rsplit('.').next()? {
@@ -426,8 +290,6 @@ fn unit_of(key: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{tick_label, tick_step};
-
     #[test]
     fn range_bounds_read_like_the_language_and_say_how_to_write_8k() {
         assert_eq!(super::parse_vary("batch.seq_len=4_096..8_192*2").unwrap().values, ["4096", "8192"]);
@@ -441,16 +303,5 @@ mod tests {
         let err = super::grid(&[vary("batch.image_tokens"), vary("batch.seq_len")]).unwrap_err();
         assert!(err.starts_with("the sweep has 16000000 points (4000 × 4000), more than 4096"), "{err}");
         assert_eq!(super::grid(&[vary("batch.seq_len")]).unwrap().len(), 4000);
-    }
-
-    #[test]
-    fn ticks_fall_on_round_numbers() {
-        // The paper's sweep peaks near 6.5 s: ticks 0, 2, 4, 6, 8, never 5.67 or 11.35.
-        assert_eq!(tick_step(6.65), 2.0);
-        assert_eq!(tick_step(28.4), 10.0);
-        assert_eq!(tick_step(0.012), 0.0025);
-        assert_eq!(tick_label(6.0, 2.0), "6");
-        assert_eq!(tick_label(0.0075, 0.0025), "0.0075");
-        assert_eq!(tick_label(1.5, 0.5), "1.5");
     }
 }

@@ -125,12 +125,15 @@ pub fn space(plan: &Plan, devices: u64) -> Vec<Overrides> {
 }
 
 /// Searches `candidates` with `evaluate` (None: invalid or over the memory limit).
+/// `progress(phase, done, total)` follows each phase: `searching` every candidate, or
+/// `sampling` and then one `refining` round at a time. A phase's total is known when it starts
+/// and its last call has `done == total`.
 pub fn search(
     candidates: Vec<Overrides>,
     objective: Objective,
     seed: u64,
     mut evaluate: impl FnMut(&Overrides) -> Option<Report>,
-    mut progress: impl FnMut(usize, usize),
+    mut progress: impl FnMut(&'static str, usize, usize),
 ) -> Outcome {
     let space = candidates.len();
     let exhaustive = space <= EXHAUSTIVE;
@@ -147,17 +150,17 @@ pub fn search(
     };
     if exhaustive {
         for (i, o) in candidates.iter().enumerate() {
-            progress(i + 1, space);
             run(o, &mut scored, &mut evaluated);
+            progress("searching", i + 1, space);
         }
     } else {
         // A seeded sample, then coordinate descent: change one override at a time to any
         // value the space has for it, keep what improves.
         let mut rng = crate::random::Lcg::new(seed.wrapping_mul(6364136223846793005).wrapping_add(1));
         for i in 0..EXHAUSTIVE / 2 {
-            progress(i + 1, EXHAUSTIVE);
             let o = candidates[rng.below(space)].clone();
             run(&o, &mut scored, &mut evaluated);
+            progress("sampling", i + 1, EXHAUSTIVE / 2);
         }
         let mut improved = true;
         while improved && evaluated < 4 * EXHAUSTIVE {
@@ -168,13 +171,14 @@ pub fn search(
                 .iter()
                 .filter(|c| c.iter().zip(&best.overrides).filter(|(a, b)| a != b).count() == 1)
                 .collect();
-            for n in neighbours {
-                progress(evaluated.min(4 * EXHAUSTIVE - 1), 4 * EXHAUSTIVE);
+            let round = neighbours.len();
+            for (i, n) in neighbours.into_iter().enumerate() {
                 let before = scored.len();
                 run(n, &mut scored, &mut evaluated);
                 if scored.len() > before && scored.last().unwrap().key(objective) < best.key(objective) - 1e-12 {
                     improved = true;
                 }
+                progress("refining", i + 1, round);
             }
         }
     }

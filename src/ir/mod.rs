@@ -66,18 +66,58 @@ pub struct RegionIr {
     pub layers: [u64; 2],
 }
 
+/// A stage, on one rank or (a replicated region's) on every rank. plan.json writes the one
+/// fact as `"rank": r` or as `"ranks": "all"`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "StageJson", try_from = "StageJson")]
 pub struct StageIr {
     pub id: u32,
     pub region: String,
-    /// `"all"` for a replicated region's stage.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ranks: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The rank that holds the stage; `None` for every rank.
     pub rank: Option<u32>,
     pub layers: [u64; 2],
     /// Whether the stage runs backward: it holds a trainable layer or one is upstream of it.
     pub backward: bool,
+}
+
+/// `"all"`, the one value plan.json's `ranks` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum AllRanks {
+    All,
+}
+
+/// A stage as plan.json spells it.
+#[derive(Serialize, Deserialize)]
+struct StageJson {
+    id: u32,
+    region: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    ranks: Option<AllRanks>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    rank: Option<u32>,
+    layers: [u64; 2],
+    backward: bool,
+}
+
+impl From<StageIr> for StageJson {
+    fn from(s: StageIr) -> StageJson {
+        let ranks = s.rank.is_none().then_some(AllRanks::All);
+        StageJson { id: s.id, region: s.region, ranks, rank: s.rank, layers: s.layers, backward: s.backward }
+    }
+}
+
+impl TryFrom<StageJson> for StageIr {
+    type Error = String;
+
+    fn try_from(s: StageJson) -> Result<StageIr, String> {
+        match (s.rank, s.ranks) {
+            (Some(_), Some(_)) | (None, None) => {
+                Err(format!("stage {} needs exactly one of `rank` and `ranks: \"all\"`", s.id))
+            }
+            (rank, _) => Ok(StageIr { id: s.id, region: s.region, rank, layers: s.layers, backward: s.backward }),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

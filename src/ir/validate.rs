@@ -301,7 +301,7 @@ impl<'a> Walk<'a> {
             Op::Backward | Op::BackwardInput => {
                 // A replicated stage's backward away from its forward recomputes it from its
                 // input: the previous stage's output, received, or the model's input data.
-                let replicated = self.ir.stages[s as usize].ranks.is_some();
+                let replicated = self.ir.stages[s as usize].rank.is_none();
                 let recomputed =
                     replicated && i.op == Op::Backward && (s == 0 || self.got[self.slot(s - 1, mb)] & FORWARD != 0);
                 if self.done[self.slot(s, mb)] & FORWARD == 0 && !recomputed {

@@ -171,7 +171,7 @@ fn live_memory(
     // features) keep no activations, but each lives until this rank hands it on: to its next
     // chunk, to the features' send, to the first body forward. With lookahead the next step's
     // features live to the end of the step, and this step's, encoded before, from its start.
-    let kept_output = |s: u32| ir.stages[s as usize].ranks.is_some() && !ir.stages[s as usize].backward;
+    let kept_output = |s: u32| ir.stages[s as usize].rank.is_none() && !ir.stages[s as usize].backward;
     // A replicated chunk whose backward runs on another rank stays charged here to the end of
     // the step (what it sends lives until the receiver takes it, right before that backward);
     // the backward's rank holds the recomputed activations while it runs.
@@ -215,7 +215,7 @@ fn live_memory(
             continue;
         }
         let bytes = model.activation_bytes(costs.stage_layers(s), mb) * share;
-        if i.op == Op::Backward && ir.stages[s as usize].ranks.is_some() && !forwards.contains(&(s, mb, i.images)) {
+        if i.op == Op::Backward && ir.stages[s as usize].rank.is_none() && !forwards.contains(&(s, mb, i.images)) {
             peak = peak.max(static_bytes + live + bytes);
             series.push((timeline.start[r][k], static_bytes + live + bytes));
             series.push((timeline.end[r][k], static_bytes + live));

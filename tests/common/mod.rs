@@ -30,11 +30,12 @@ pub fn files_under(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out
 }
 
-/// All of tests/ui in memory, keyed by path relative to tests/ui.
+/// All of tests/ui in memory (plans, and the histograms they name), keyed by path relative
+/// to tests/ui.
 pub fn ui_loader() -> MemoryLoader {
     let ui = root().join("tests/ui");
     let mut loader = MemoryLoader::new();
-    for path in files_under(&ui, "mpipe") {
+    for path in files_under(&ui, "mpipe").into_iter().chain(files_under(&ui, "csv")) {
         let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
         loader.insert(&key, &String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
     }
@@ -112,7 +113,7 @@ pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
         let forwards: std::collections::HashSet<_> =
             rank.instructions.iter().filter(|i| i.op == Op::Forward).map(key).collect();
         for (k, i) in rank.instructions.iter().enumerate() {
-            let replicated = i.stage.is_some_and(|s| ir.stages[s as usize].ranks.is_some());
+            let replicated = i.stage.is_some_and(|s| ir.stages[s as usize].rank.is_none());
             if i.op == Op::Backward && replicated && !forwards.contains(&key(i)) {
                 moved.push((r, k));
             }
@@ -121,15 +122,26 @@ pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
     moved
 }
 
+/// What `bash scripts/NAME` prints on stdout: the tool or interpreter a setup script provides
+/// (installing it the first time). Its stderr is not captured but goes straight to the test
+/// process's own, which libtest leaves alone: what the script announces before a download (what
+/// and how big) and the installer's progress reach the terminal of whoever runs `cargo test`,
+/// and CI's log, while the download runs, not only once a test fails.
+pub fn setup(name: &str) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts").join(name))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success(), "scripts/{name} failed ({}):\n{stdout}\n(its stderr is above)", out.status);
+    stdout
+}
+
 /// The Python `scripts/torch-env` prints (torch, transformers, Pillow), set up once per test binary.
 pub fn torch_python() -> &'static str {
     static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out =
-            std::process::Command::new(root().join("scripts/torch-env")).output().expect("running scripts/torch-env");
-        assert!(out.status.success(), "scripts/torch-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
+    PYTHON.get_or_init(|| setup("torch-env"))
 }
 
 /// How many torch runs of one test binary go at once: each is several processes already, and

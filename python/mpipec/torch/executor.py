@@ -109,6 +109,16 @@ class Executor:
         self.region_of = {s["id"]: s["region"] for s in self.plan["stages"]}
         check_modules(self.plan, self.rank, self.modules, self.groups)
         self.mailbox = {}
+        # Messages each peer sends this rank a step, and, on gloo, the next header's receive
+        # posted ahead (NCCL runs a pair's sends and receives on one stream: a receive posted
+        # ahead would hold back this rank's sends to that peer).
+        self.expected = {}
+        for a in self.actions:
+            if a.op is Op.RECV:
+                peer = self.groups.globals[a.peer]
+                self.expected[peer] = self.expected.get(peer, 0) + 1
+        self.ahead_headers = dist.get_backend() == "gloo"
+        self.headers, self.remaining = {}, {}
         # Lookahead: features encoded during a step (or the prologue) for the step after it;
         # None until the prologue has run (or after a step that had no next batch to encode).
         self.carried = None
@@ -135,6 +145,10 @@ class Executor:
         if self.carried is None:
             self.carried = self._encode_ahead_all(self.prologue, batch)
         st = _Step(batch, next_batch, self.actions)
+        self.remaining = dict(self.expected)
+        if self.ahead_headers:
+            for peer in self.expected:
+                self._post_header(peer)
         st.acts = dict(self.carried)
         durations = []
         self.timings.append(durations)
@@ -277,12 +291,23 @@ class Executor:
         a mailbox."""
         box = self.mailbox.setdefault(peer, {})
         while key not in box:
-            h = wire.empty(self.device)
-            dist.recv(h, peer)
+            if peer in self.headers:
+                h, work = self.headers.pop(peer)
+                work.wait()
+            else:
+                h = wire.empty(self.device)
+                dist.recv(h, peer)
             got, t = wire.decode(h)
             dist.recv(t, peer)
             box[got] = t
+            self.remaining[peer] -= 1
+            if self.ahead_headers and self.remaining[peer] > 0:
+                self._post_header(peer)
         return box.pop(key)
+
+    def _post_header(self, peer):
+        h = wire.empty(self.device)
+        self.headers[peer] = (h, dist.irecv(h, peer))
 
     def _all_reduce(self, a, st):
         if not a.asynchronous:

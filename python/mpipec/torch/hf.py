@@ -118,8 +118,8 @@ class Qwen25VL:
 
         depth = config["vision_layers"]
         hf = Qwen2_5_VLConfig(
-            vision_config=dict(Qwen25VL.TINY_VISION, depth=depth, fullatt_block_indexes=[depth - 1], **config.get("vision", {})),
-            text_config=dict(Qwen25VL.TINY_TEXT, num_hidden_layers=config["text_layers"], **config.get("text", {})),
+            vision_config={**Qwen25VL.TINY_VISION, "depth": depth, "fullatt_block_indexes": [depth - 1], **config.get("vision", {})},
+            text_config={**Qwen25VL.TINY_TEXT, "num_hidden_layers": config["text_layers"], **config.get("text", {})},
             image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=VISION_START,
             vision_end_token_id=VISION_END, tie_word_embeddings=False, attn_implementation=config.get("attention", "eager"),
         )
