@@ -165,6 +165,7 @@ enum Command {
         #[arg(long)]
         compare: bool,
         /// Also run the schedule on this many batches drawn from the image-token distribution
+        /// (with --compare, every baseline's too), and time deriving a plan for one batch
         #[arg(long)]
         samples: Option<usize>,
         /// Seed of the draw
