@@ -36,7 +36,10 @@ pub fn build(plan: &Plan) -> Result<Built<'_>, InvalidPlan> {
     let costs = CostModel::new(plan);
     let resolved = choose::choose(plan, &costs);
     let derived = derive::lower(&resolved, &costs);
-    validate::validate(&derived.ir).map_err(|problems| InvalidPlan { problems, dump: text::render(&derived.ir) })?;
+    validate::validate(&derived.ir).map_err(|problems| InvalidPlan {
+        problems: problems.iter().map(ToString::to_string).collect(),
+        dump: text::render(&derived.ir),
+    })?;
     Ok(Built { resolved, costs, derived, simulation: OnceLock::new() })
 }
 

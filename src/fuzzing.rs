@@ -99,7 +99,7 @@ pub fn pipeline(data: &[u8]) {
         return;
     }
     let requests: Vec<Request> =
-        Target::ALL.into_iter().map(|target| Request { target, nearest: true, span: None }).collect();
+        Target::ALL.iter().map(|&target| Request { target, nearest: true, span: None }).collect();
     let products = match driver::produce(plan, &requests, driver::Make::Files, &|| true) {
         Ok(products) => products.expect("nothing cancels this build"),
         Err(e) => panic!("a checked plan failed validation: {:?}", e.problems),

@@ -25,6 +25,7 @@ pub mod ir;
 pub mod outputs;
 pub mod overrides;
 pub mod parse;
+pub mod picture;
 pub mod plan;
 pub mod plot;
 pub mod random;
@@ -82,11 +83,11 @@ fn build_passes(
     let Some(plan) = &compiled.plan else { return Some(Vec::new()) };
     let requests = backend::requests(plan, &[], false).unwrap_or_default();
     match driver::produce(plan, &requests, driver::Make::Diagnostics, wanted) {
-        Ok(Some(products)) => {
+        Ok(products) => {
+            let products = products?;
             seen(&products.built);
             Some(products.diagnostics())
         }
-        Ok(None) => None,
         Err(_) => Some(Vec::new()),
     }
 }

@@ -5,8 +5,39 @@
 use crate::algebra::{Cut, OwnerSpec, Skeleton};
 use crate::span::Span;
 
-/// The backends, in the order of `backend::Target::ALL`.
-pub const TARGETS: [&str; 5] = ["torch", "megatron", "mindformers", "mindspeed-mm", "hyperparallel"];
+/// The closed set of backends, each named once: the enum, its list and its names come from
+/// one table (as `diagnostics::codes` does for codes).
+macro_rules! targets {
+    ($($target:ident = $name:literal,)*) => {
+        /// A training stack `build` writes for.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Target { $($target,)* }
+
+        impl Target {
+            pub const ALL: &'static [Target] = &[$(Target::$target,)*];
+            /// The names the language and `--target` use, in the order of `ALL`.
+            pub const NAMES: &'static [&'static str] = &[$($name,)*];
+
+            pub fn name(self) -> &'static str {
+                match self { $(Target::$target => $name,)* }
+            }
+        }
+    };
+}
+
+targets! {
+    Torch = "torch",
+    Megatron = "megatron",
+    MindFormers = "mindformers",
+    MindSpeedMm = "mindspeed-mm",
+    HyperParallel = "hyperparallel",
+}
+
+impl Target {
+    pub fn parse(name: &str) -> Option<Target> {
+        Target::ALL.iter().copied().find(|t| t.name() == name)
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
@@ -197,7 +228,7 @@ pub struct RegionSchedule {
 /// replaced by its nearest native equivalent (`target megatron(nearest);`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetSpec {
-    pub name: String,
+    pub target: Target,
     pub nearest: bool,
     pub span: Option<Span>,
 }

@@ -58,7 +58,7 @@ impl Frame {
         let _ = writeln!(
             out,
             r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="22" font-size="14" font-weight="bold">{}</text>"#,
-            title.replace('&', "&amp;").replace('<', "&lt;")
+            crate::picture::escape(title)
         );
         let _ = writeln!(
             out,
@@ -152,13 +152,7 @@ impl Frame {
 /// The distance between axis ticks: 1, 2, 2.5 or 5 times a power of ten, giving about five
 /// ticks up to `max`, so the labels are round numbers.
 pub fn tick_step(max: f64) -> f64 {
-    if !(max.is_finite() && max > 0.0) {
-        return 1.0;
-    }
-    let raw = max / 5.0;
-    let magnitude = 10f64.powf(raw.log10().floor());
-    let factor = [1.0, 2.0, 2.5, 5.0, 10.0].into_iter().find(|f| f * magnitude >= raw).unwrap_or(10.0);
-    factor * magnitude
+    crate::picture::tick_step(max, 5.0, &[1.0, 2.0, 2.5, 5.0])
 }
 
 /// A tick's value with as many decimals as its step needs (`2.5` steps need one more).

@@ -4,6 +4,7 @@
 //! code names it, in a `use crate::…` line or a `crate::x::…` path anywhere (`super::` chains
 //! that climb to the crate root count too; comments and string literals do not). Those
 //! dependencies form no cycle: a cycle is a pass reaching back into one that runs before it.
+//! Beyond no cycle, they point down the layers ARCHITECTURE.md names (`LAYERS`).
 //! The binary (`main.rs`, `cli/`) sits on top of the library and is not scanned.
 
 mod common;
@@ -18,8 +19,28 @@ type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 #[test]
 fn no_cycle_between_top_level_modules() {
+    let graph = dependencies(&library());
+    assert!(graph.len() > 10, "the scan found too few modules under src/: {:?}", graph.keys());
+    let cycles = cycles(&graph);
+    assert!(cycles.is_empty(), "cycles between the library's top-level modules:\n{}", describe(&cycles, &graph));
+}
+
+/// The library's layers, bottom up, as ARCHITECTURE.md lists them: a module names modules of
+/// its own layer or of those below, never above. A new module takes its place here.
+const LAYERS: &[&[&str]] = &[
+    &["span", "suggest", "units", "random", "picture", "plot", "algebra", "plan"],
+    &["ast", "diagnostics", "error"],
+    &["parse", "resolve", "overrides", "check", "fmt", "edit"],
+    &["ir", "cost", "derive", "sim", "catalog"],
+    &["built"],
+    &["outputs", "backend"],
+    &["driver"],
+    &[ROOT, "explore", "data", "ide", "fuzzing", "bench"],
+];
+
+fn library() -> Vec<(String, String)> {
     let src = common::root().join("src");
-    let files: Vec<(String, String)> = common::files_under(&src, "rs")
+    common::files_under(&src, "rs")
         .into_iter()
         .map(|path| {
             let rel = path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
@@ -27,11 +48,22 @@ fn no_cycle_between_top_level_modules() {
             (rel, text)
         })
         .filter(|(rel, _)| rel != "main.rs" && !rel.starts_with("cli/"))
+        .collect()
+}
+
+#[test]
+fn dependencies_point_down_the_layers() {
+    let graph = dependencies(&library());
+    let layer = |module: &str| LAYERS.iter().position(|l| l.contains(&module));
+    let unplaced: Vec<&String> = graph.keys().filter(|m| layer(m).is_none()).collect();
+    assert!(unplaced.is_empty(), "modules with no layer in LAYERS (and ARCHITECTURE.md): {unplaced:?}");
+    let upward: Vec<String> = graph
+        .iter()
+        .flat_map(|(from, edges)| edges.iter().map(move |(to, at)| (from, to, at)))
+        .filter(|(from, to, _)| layer(to) > layer(from))
+        .map(|(from, to, at)| format!("{from} -> {to} ({at})"))
         .collect();
-    let graph = dependencies(&files);
-    assert!(graph.len() > 10, "the scan found too few modules under src/: {:?}", graph.keys());
-    let cycles = cycles(&graph);
-    assert!(cycles.is_empty(), "cycles between the library's top-level modules:\n{}", describe(&cycles, &graph));
+    assert!(upward.is_empty(), "dependencies that point up a layer:\n{}", upward.join("\n"));
 }
 
 #[test]

@@ -476,6 +476,19 @@ fn sim_leaves_out_columns_that_are_zero_on_every_rank() {
     assert!(with_encoder.contains("encoder E_r") && with_encoder.contains("spill"), "{with_encoder}");
 }
 
+/// `verify --steps 0` would compare nothing and `--procs 0` would blame `--set`s the user never
+/// typed: both are refused naming the flag, before any Python starts.
+#[test]
+fn verify_refuses_zero_steps_and_zero_procs_naming_the_flag() {
+    for (flag, name) in [("--steps", "--steps <STEPS>"), ("--procs", "--procs <PROCS>")] {
+        let o = mpipec(&["verify", "tests/verify/lm.mpipe", flag, "0", "--python", "/nonexistent/python"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("invalid value '0' for '{name}': it must be at least 1")), "{err}");
+        assert!(!err.contains("cluster.pp") && !err.contains("ok:"), "{err}");
+    }
+}
+
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {
     stdout(o).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }

@@ -129,7 +129,9 @@ fn lowering_reads_the_resolved_plan_and_plan_txt_lists_its_choices() {
     };
     assert!(choices.chunks > 1, "the search chunks paper_small's encodes: {choices:?}");
     // The lists follow the choices and nothing else: one chunk fewer is one encoder stage fewer.
-    let fewer = Resolved { plan: &plan, choices: Choices { chunks: choices.chunks - 1, ..choices.clone() } };
+    // (Without a schedule for the encoder's chunks, lowering places them itself.)
+    let fewer = Choices { chunks: choices.chunks - 1, encoder_schedule: None, ..choices.clone() };
+    let fewer = Resolved { plan: &plan, choices: fewer };
     let encoder_stages = |ir: &mpipe::ir::PlanIr| ir.stages.iter().filter(|s| s.region == "enc").count();
     assert_eq!(encoder_stages(&built.derived.ir), choices.chunks as usize);
     assert_eq!(encoder_stages(&mpipe::derive::lower(&fewer, &built.costs).ir), choices.chunks as usize - 1);
@@ -139,7 +141,10 @@ fn lowering_reads_the_resolved_plan_and_plan_txt_lists_its_choices() {
     let mut text = Vec::new();
     plan_txt.write_to(&mut text).unwrap();
     let text = String::from_utf8(text).unwrap();
-    let header =
-        format!("\nchoices:\n  enc form: transpose\n  enc chunks: {}\n  enc owner: by_microbatch\n\n", choices.chunks);
+    let header = format!(
+        "\nchoices:\n  enc form: transpose\n  enc chunks: {}\n  enc owner: by_microbatch\n  enc head delay: {:.3e} s\n\n",
+        choices.chunks,
+        choices.encoder_schedule.as_ref().expect("a slack-filling encoder's chunks are placed by choose").delay
+    );
     assert!(text.contains(&header), "{}", &text[..400.min(text.len())]);
 }

@@ -298,9 +298,14 @@ fn pest_keywords_are_keywords_of_every_editor_grammar() {
 #[test]
 fn editor_grammars_know_exactly_mpipecs_names() {
     let tables = [
-        ("skeletons", names(mpipe::algebra::skeleton::NAMES), "support.function.skeleton.mpipe", "mpipeSkeleton"),
+        (
+            "skeletons",
+            names(&mpipe::algebra::skeleton::names().collect::<Vec<_>>()),
+            "support.function.skeleton.mpipe",
+            "mpipeSkeleton",
+        ),
         ("owners", names(mpipe::algebra::owner::STRATEGIES), "support.constant.owner.mpipe", "mpipeOwner"),
-        ("targets", names(&mpipe::plan::TARGETS), "support.constant.target.mpipe", "mpipeTarget"),
+        ("targets", names(mpipe::plan::Target::NAMES), "support.constant.target.mpipe", "mpipeTarget"),
         ("units", units(), "keyword.other.unit.mpipe", "mpipeUnit"),
     ];
     let vim = read("editors/vim/syntax/mpipe.vim");

@@ -98,7 +98,7 @@ fn trailing_comments_align_like_a_table() {
 #[test]
 fn syntax_errors_are_reported_not_formatted() {
     let err = mpipe::fmt::format("cut a |;").unwrap_err();
-    assert_eq!(err.code(), mpipe::diagnostics::Code::E0001);
+    assert_eq!(err.to_diagnostic().code, mpipe::diagnostics::Code::E0001);
 }
 
 #[test]

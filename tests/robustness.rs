@@ -8,8 +8,21 @@ use mpipe::random::Lcg;
 use mpipe::diagnostics::Code;
 use mpipe::resolve::loader::MemoryLoader;
 
+/// Checks `bytes` and holds every diagnostic to what a user needs of it: a label inside the
+/// file it names (E0208, a missing section, has nothing to point at).
 fn check(bytes: Vec<u8>) -> mpipe::driver::Compiled {
-    mpipe::driver::compile("plan.mpipe", "plan.mpipe", bytes, &MemoryLoader::new())
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", bytes, &MemoryLoader::new());
+    for d in &checked.diagnostics {
+        assert!(!d.labels.is_empty() || d.code == Code::E0208, "{d:?} has no label");
+        for l in &d.labels {
+            let file = checked.program.sources.get(l.span.file);
+            assert!(
+                l.span.start <= l.span.end && l.span.end as usize <= file.text.len(),
+                "{d:?} points outside its file"
+            );
+        }
+    }
+    checked
 }
 
 #[test]
@@ -17,10 +30,7 @@ fn every_prefix_of_every_example() {
     for path in common::files_under(&common::root().join("examples"), "mpipe") {
         let text = std::fs::read_to_string(&path).unwrap();
         for (cut, _) in text.char_indices().step_by(3) {
-            let checked = check(text.as_bytes()[..cut].to_vec());
-            for d in &checked.diagnostics {
-                assert!(!d.labels.is_empty() || d.code == Code::E0208, "{d:?} has no label");
-            }
+            check(text.as_bytes()[..cut].to_vec());
         }
     }
 }
@@ -31,8 +41,11 @@ fn byte_soup() {
     for _ in 0..300 {
         let len = rng.below(200);
         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let utf8 = std::str::from_utf8(&bytes).is_ok();
         let checked = check(bytes);
-        assert!(checked.diagnostics.iter().all(|d| d.is_error() || d.code.is_warning()));
+        if !utf8 {
+            assert_eq!(checked.diagnostics.first().map(|d| d.code), Some(Code::E0002), "bytes that are not UTF-8");
+        }
     }
 }
 
@@ -85,8 +98,13 @@ fn token_soup() {
     for _ in 0..2000 {
         let n = rng.below(40);
         let text: Vec<&str> = (0..n).map(|_| tokens[rng.below(tokens.len())]).collect();
-        check(text.join(" ").into_bytes());
-        let _ = mpipe::fmt::format(&text.join(" "));
+        let text = text.join(" ");
+        let checked = check(text.clone().into_bytes());
+        // What formats is a file that parses, and formatting it again changes nothing.
+        if let Ok(once) = mpipe::fmt::format(&text) {
+            assert!(!checked.diagnostics.iter().any(|d| d.code == Code::E0001), "{text:?} formats but does not parse");
+            assert_eq!(mpipe::fmt::format(&once).as_ref(), Ok(&once), "{text:?}");
+        }
     }
 }
 
@@ -106,7 +124,9 @@ fn mutated_examples() {
             let with = replacements[rng.below(replacements.len())];
             t.replace_range(at..at + 1, with);
         }
-        check(t.into_bytes());
+        // Every mutant is still a whole plan: it checks, or says why not.
+        let checked = check(t.clone().into_bytes());
+        assert!(checked.plan.is_some() || checked.has_errors(), "{t}");
     }
 }
 

@@ -11,46 +11,8 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
-use common::root;
-
-fn python() -> &'static str {
-    static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out = Command::new(root().join("scripts/torch-env")).output().expect("running scripts/torch-env");
-        assert!(out.status.success(), "scripts/torch-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
-}
-
-/// How many verify runs go at once: each is several processes already.
-const RUNS_AT_ONCE: usize = 2;
-static RUNNING: Mutex<usize> = Mutex::new(0);
-static FREED: Condvar = Condvar::new();
-
-/// A place among the RUNS_AT_ONCE runs, held until dropped.
-struct Turn;
-
-fn turn() -> Turn {
-    let mut running = lock(&RUNNING);
-    while *running >= RUNS_AT_ONCE {
-        running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
-    }
-    *running += 1;
-    Turn
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        *lock(&RUNNING) -= 1;
-        FREED.notify_one();
-    }
-}
-
-fn lock(m: &Mutex<usize>) -> MutexGuard<'_, usize> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use common::{root, torch_python as python, torch_turn as turn};
 
 fn verify(plan: &str, procs: u64, sets: &[String], env: &[(&str, &str)]) -> Output {
     verify_with(plan, &["--procs", &procs.to_string()], sets, env)
@@ -125,7 +87,7 @@ impl Case {
 }
 
 /// Every point of every case, prepared by `mpipec verify --prepare` and run by one Python
-/// (`mpipe_runtime.py --cases`), which imports torch and transformers once for all of them;
+/// (`python -m mpipec.torch.verify --cases`, the package in python/), which imports torch and transformers once for all of them;
 /// panics quoting the cases that do not match one process. Returns each case's output.
 fn run_cases(name: &str, cases: &[Case]) -> Vec<String> {
     let scratch = std::env::temp_dir().join(format!("mpipec-verify-cases-{}-{name}", std::process::id()));
@@ -152,10 +114,10 @@ fn run_cases(name: &str, cases: &[Case]) -> Vec<String> {
     let status = {
         let _turn = turn();
         Command::new(python())
-            .arg(dirs[0].join("mpipe_runtime.py"))
-            .arg("--cases")
+            .args(["-m", "mpipec.torch.verify", "--cases"])
             .args(&dirs)
             .env("MPIPE_TIMEOUT", "60")
+            .env("PYTHONPATH", root().join("python"))
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .status()
@@ -305,7 +267,7 @@ fn help_names_the_models_and_the_environment_script() {
     assert!(!help.contains("pip install"), "{help}");
 }
 
-// ---- transformers' vision-language models (`--model hf:...`, src/backend/torch/mpipe_hf.py) ----
+// ---- transformers' vision-language models (`--model hf:...`, python/mpipec/torch/hf.py) ----
 
 /// The adapter's stages, chained across cuts in the vision tower, at the seam and in the
 /// decoder, compute transformers' own loss and gradients for both families.
@@ -508,4 +470,54 @@ fn transpose_split_images_match_one_process() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// mpipec.torch as a library in the user's loop (tests/python/executor_check.py): bad input
+/// refused on every rank before any step (world size, tp, a missing stage module, a replicated
+/// encoder that differs), AdamW with the global-norm clip (the single process's norm), a
+/// checkpoint after step 2 resumed bit-identically to 4 uninterrupted steps, a checkpoint of
+/// another plan refused naming its stages, bf16 autocast and fp32 master weights.
+#[test]
+fn executor_library_trains_clips_resumes_and_refuses_bad_input() {
+    let scratch = std::env::temp_dir().join(format!("mpipec-executor-{}", std::process::id()));
+    let two = ["cluster.pp=2", "cluster.devices=2", "batch.microbatches=4", "model.enc.frozen=false"].map(String::from);
+    let plans = [
+        (VLM, "transpose(chunks = 2), 1f1b", &two[..]),
+        (VLM, "transpose, 1f1b", &two[..]),
+        (LM, "1f1b", &["cluster.pp=4".to_string(), "cluster.devices=4".to_string()][..]),
+    ];
+    let mut outs = Vec::new();
+    for (k, (plan, schedule, sets)) in plans.into_iter().enumerate() {
+        let mut sets = sets.to_vec();
+        sets.push(format!("schedule={schedule}"));
+        let out = scratch.join(k.to_string());
+        build_torch(plan, "auto", &out, &sets);
+        outs.push(out);
+    }
+    let run = {
+        let _turn = turn();
+        Command::new(python()).arg(root().join("tests/python/executor_check.py")).args(&outs).output().unwrap()
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.lines().any(|l| l == "ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// `scripts/gpu-check` on a machine whose torch sees no CUDA device (here forced with
+/// CUDA_VISIBLE_DEVICES): a clear refusal before anything is built.
+#[test]
+fn gpu_check_refuses_without_cuda() {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/gpu-check"))
+        .env("MPIPEC_PYTHON", python())
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("scripts/gpu-check needs a CUDA GPU") && stderr.contains("help: "), "{stderr}");
 }

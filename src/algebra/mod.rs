@@ -1,4 +1,4 @@
-//! The Mpipe schedule algebra (ALGEBRA.md): layouts, skeletons, cuts and owner maps as types.
+//! The Mpipe schedule algebra (docs/algebra.md): layouts, skeletons, cuts and owner maps as types.
 //! `check` builds these from the source; `derive` (later) turns them into a plan.
 
 pub mod cut;

@@ -91,6 +91,7 @@ pub enum ParamKind {
 
 #[derive(Debug)]
 pub struct SkeletonDef {
+    pub kind: Kind,
     pub name: &'static str,
     pub layout: Layout,
     pub params: &'static [Param],
@@ -103,20 +104,40 @@ const SPLIT: Param = Param {
     doc: "layers per stage, in stage order (default: balanced by cost)",
 };
 
-pub static SKELETONS: &[SkeletonDef] = &[
-    SkeletonDef {
+/// The closed set of skeletons, each named once: [`Kind`], its name and its row of
+/// [`SKELETONS`] come from one table (as `diagnostics::codes` does for codes).
+macro_rules! skeletons {
+    ($($kind:ident => SkeletonDef { name: $name:literal, $($field:ident: $value:expr),* $(,)? },)*) => {
+        /// Which skeleton, without its arguments.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Kind { $($kind,)* }
+
+        impl Kind {
+            /// The name the `schedule` statement uses.
+            pub fn name(self) -> &'static str {
+                match self { $(Kind::$kind => $name,)* }
+            }
+        }
+
+        /// Every skeleton the language has, with its layout, parameters and documentation.
+        pub static SKELETONS: &[SkeletonDef] = &[$(SkeletonDef { kind: Kind::$kind, name: $name, $($field: $value),* },)*];
+    };
+}
+
+skeletons! {
+    Gpipe => SkeletonDef {
         name: "gpipe",
         layout: Layout::Sharded,
         params: &[SPLIT],
         doc: "all forwards, then all backwards (GPipe)",
     },
-    SkeletonDef {
+    OneFOneB => SkeletonDef {
         name: "1f1b",
         layout: Layout::Sharded,
         params: &[SPLIT],
         doc: "one forward, one backward: P-r-1 warmup forwards on rank r (Megatron, torch Schedule1F1B)",
     },
-    SkeletonDef {
+    Interleaved => SkeletonDef {
         name: "interleaved",
         layout: Layout::Sharded,
         params: &[
@@ -129,7 +150,7 @@ pub static SKELETONS: &[SkeletonDef] = &[
         ],
         doc: "interleaved 1F1B with v chunks per rank, stage s on rank s mod P (Megatron VPP, torch ScheduleInterleaved1F1B)",
     },
-    SkeletonDef {
+    Zb1p => SkeletonDef {
         name: "zb1p",
         layout: Layout::Sharded,
         params: &[
@@ -138,19 +159,19 @@ pub static SKELETONS: &[SkeletonDef] = &[
         ],
         doc: "zero-bubble interleaved schedule with split backward I/W (torch ScheduleInterleavedZeroBubble)",
     },
-    SkeletonDef {
+    Zbv => SkeletonDef {
         name: "zbv",
         layout: Layout::Sharded,
         params: &[SPLIT],
         doc: "zero-bubble V schedule: two chunks per rank in a V, split backward (torch ScheduleZBVZeroBubble)",
     },
-    SkeletonDef {
+    DualPipeV => SkeletonDef {
         name: "dualpipev",
         layout: Layout::Sharded,
         params: &[SPLIT],
         doc: "DualPipeV: V mapping, overlapped forward/backward pairs (torch ScheduleDualPipeV)",
     },
-    SkeletonDef {
+    Transpose => SkeletonDef {
         name: "transpose",
         layout: Layout::Replicated,
         params: &[
@@ -172,25 +193,32 @@ pub static SKELETONS: &[SkeletonDef] = &[
         ],
         doc: "the region on every pipeline rank; each microbatch encoded on its owner inside the LLM's warmup bubbles (Mpipe)",
     },
-];
+}
 
-pub const NAMES: &[&str] = &["gpipe", "1f1b", "interleaved", "zb1p", "zbv", "dualpipev", "transpose"];
+/// Every skeleton's name, in the table's order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    SKELETONS.iter().map(|s| s.name)
+}
 
 pub fn lookup(name: &str) -> Option<&'static SkeletonDef> {
     SKELETONS.iter().find(|s| s.name == name)
 }
 
 impl Skeleton {
-    pub fn name(self) -> &'static str {
+    pub fn kind(self) -> Kind {
         match self {
-            Skeleton::Gpipe => "gpipe",
-            Skeleton::OneFOneB => "1f1b",
-            Skeleton::Interleaved { .. } => "interleaved",
-            Skeleton::Zb1p { .. } => "zb1p",
-            Skeleton::Zbv => "zbv",
-            Skeleton::DualPipeV => "dualpipev",
-            Skeleton::Transpose { .. } => "transpose",
+            Skeleton::Gpipe => Kind::Gpipe,
+            Skeleton::OneFOneB => Kind::OneFOneB,
+            Skeleton::Interleaved { .. } => Kind::Interleaved,
+            Skeleton::Zb1p { .. } => Kind::Zb1p,
+            Skeleton::Zbv => Kind::Zbv,
+            Skeleton::DualPipeV => Kind::DualPipeV,
+            Skeleton::Transpose { .. } => Kind::Transpose,
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.kind().name()
     }
 
     pub fn layout(self) -> Layout {

@@ -17,35 +17,14 @@ mod yaml;
 
 use crate::built::Built;
 use crate::outputs::Artifact;
-use crate::plan::{Plan, TARGETS};
+use crate::plan::Plan;
 use crate::span::Span;
 
 /// mpipec's version, stamped into every file a backend writes. It lives here, below the crate's
 /// front door (`lib.rs`, which runs the backends), so that naming it is no cycle.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    Torch,
-    Megatron,
-    MindFormers,
-    MindSpeedMm,
-    HyperParallel,
-}
-
-impl Target {
-    pub const ALL: [Target; 5] =
-        [Target::Torch, Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];
-
-    pub fn parse(name: &str) -> Option<Target> {
-        TARGETS.iter().position(|t| *t == name).map(|i| Target::ALL[i])
-    }
-
-    /// The name the language and `--target` use: `TARGETS`, in the order of `ALL`.
-    pub fn name(self) -> &'static str {
-        TARGETS[self as usize]
-    }
-}
+pub use crate::plan::Target;
 
 /// One backend asked for: by the plan's `target` statement (with its span) or by `--target`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,9 +41,7 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
         return Ok(plan
             .targets
             .iter()
-            .filter_map(|t| {
-                Some(Request { target: Target::parse(&t.name)?, nearest: nearest || t.nearest, span: t.span })
-            })
+            .map(|t| Request { target: t.target, nearest: nearest || t.nearest, span: t.span })
             .collect());
     }
     let mut out: Vec<Request> = Vec::new();
@@ -73,7 +50,7 @@ pub fn requests(plan: &Plan, names: &[String], nearest: bool) -> Result<Vec<Requ
         if out.iter().any(|r| r.target == target) {
             continue;
         }
-        let in_plan = plan.targets.iter().find(|t| t.name == *name);
+        let in_plan = plan.targets.iter().find(|t| t.target == target);
         out.push(Request {
             target,
             nearest: nearest || in_plan.is_some_and(|t| t.nearest),

@@ -1,6 +1,7 @@
 //! The `torch` target: `OUT/torch/launch.sh` (torchrun, single node by default, multi-node from
 //! NNODES / NODE_RANK / MASTER_ADDR / MASTER_PORT) and the runtime that executes `OUT/plan.json` (or `OUT/plan.compact.json`)
-//! rank by rank (`mpipe_runtime.py`, shipped inside the binary; it needs only torch). Also the
+//! rank by rank (the Python package `mpipec.torch`, shipped inside the binary and written beside the
+//! script as `torch/python/mpipec/`; it needs only torch). Also the
 //! miniature `mpipec verify` runs: the plan's model with the same parts, layer counts and
 //! trainability, tiny and in fp32.
 
@@ -8,7 +9,11 @@ use crate::ir::PlanIr;
 use crate::outputs::Artifact;
 use crate::plan::Plan;
 
-pub const RUNTIME: &str = include_str!("torch/mpipe_runtime.py");
+// PACKAGE and PACKAGE_DIGEST: python/mpipec/**.py, embedded by build.rs.
+include!(concat!(env!("OUT_DIR"), "/python_package.rs"));
+
+/// Where a build writes the package, under its output directory.
+const PACKAGE_DIR: &str = "torch/python";
 
 pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
     let world = ir.rank_map.len();
@@ -19,7 +24,8 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
         ),
         "replicas). The model comes from the adapter that MPIPE_CONFIG (a JSON file, default".into(),
         "config.json here: the built-in miniature of the plan's model) names under \"adapter\"; see".into(),
-        "mpipe_runtime.py for the adapter interface.".into(),
+        "python/mpipec/torch/adapter.py for the adapter interface. The runtime is the package in".into(),
+        "python/ (mpipec.torch), the one `pip install mpipec` installs.".into(),
     ];
     let mut launch = super::shell::prologue(&comment, world as u64, 29500);
     // The build writes one of the two encodings of the plan (`--plan-format`); the runtime reads both.
@@ -28,17 +34,23 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
         crate::outputs::READABLE_PLAN,
         crate::outputs::COMPACT_PLAN
     ));
+    launch.push_str("export PYTHONPATH=\"$here/python${PYTHONPATH:+:$PYTHONPATH}\"\n");
     launch.push_str(&super::shell::torchrun(
         r#""${PYTHON:-python3}" -m torch.distributed.run"#,
-        r#""$here/mpipe_runtime.py""#,
+        "-m mpipec.torch.launch",
         r#"--plan "$plan" --config "${MPIPE_CONFIG:-$here/config.json}" --steps "${MPIPE_STEPS:-1}""#,
     ));
     let config = serde_json::to_string_pretty(&miniature_config(plan)).expect("json values serialise") + "\n";
-    vec![
+    let mut out = vec![
         Artifact { path: "torch/launch.sh".into(), contents: launch },
-        Artifact { path: "torch/mpipe_runtime.py".into(), contents: RUNTIME.into() },
         Artifact { path: "torch/config.json".into(), contents: config },
-    ]
+    ];
+    out.extend(
+        PACKAGE
+            .iter()
+            .map(|(path, text)| Artifact { path: format!("{PACKAGE_DIR}/{path}"), contents: text.to_string() }),
+    );
+    out
 }
 
 /// The adapter configuration of the miniature: tiny widths, and what each global layer is.
@@ -62,7 +74,7 @@ pub fn miniature_config(plan: &Plan) -> serde_json::Value {
 }
 
 /// What each global layer of the plan's model is, in the plan's order of parts.
-fn kinds(plan: &Plan) -> Vec<serde_json::Value> {
+pub fn kinds(plan: &Plan) -> Vec<serde_json::Value> {
     let mut kinds = Vec::new();
     for part in &plan.model.parts {
         let n = part.arch.layers();
@@ -78,10 +90,7 @@ fn kinds(plan: &Plan) -> Vec<serde_json::Value> {
     kinds
 }
 
-/// The adapter that builds transformers' own vision-language models (`mpipec verify --model hf:FAMILY`).
-pub const HF_ADAPTER: &str = include_str!("torch/mpipe_hf.py");
-
-/// The families `mpipe_hf.py` builds, each a vision tower (with its merger or projector) feeding a decoder.
+/// The families the adapter `mpipec.torch.hf` builds, each a vision tower (with its merger or projector) feeding a decoder.
 pub const HF_FAMILIES: &[&str] = &["qwen2_5_vl", "llava"];
 
 /// The configuration of `family`'s tiny random model, its vision depth and decoder layer count
@@ -108,7 +117,7 @@ pub fn hf_config(plan: &Plan, family: &str) -> Result<serde_json::Value, String>
         ));
     }
     Ok(serde_json::json!({
-        "adapter": "mpipe_hf",
+        "adapter": "hf",
         "family": family,
         "seed": 1,
         "vision_layers": vision.arch.layers(),

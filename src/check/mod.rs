@@ -72,7 +72,7 @@ pub fn check(program: &Program, loader: Option<&dyn crate::resolve::loader::Load
     let plan = if program.root().ast.is_some() { ctx.plan() } else { None };
     ctx.unused_imports();
     let Ctx { errors, .. } = ctx;
-    let plan = plan.filter(|_| errors.iter().all(|e| e.code().is_warning()));
+    let plan = plan.filter(|_| errors.iter().all(Error::is_warning));
     (plan, errors)
 }
 
@@ -178,11 +178,21 @@ impl Ctx<'_> {
         name: &crate::ast::Ident,
         body: &crate::ast::Block,
     ) -> Option<Arch> {
-        let (name_span, name) = (name.span, name.name.clone());
-        let f = self.fields(module, body, schema::of_definition(kind), name_span);
+        let f = self.fields(module, body, schema::of_definition(kind), name.span);
         if !f.complete {
             return None;
         }
+        let attention = self.attention(&f, kind, name.span)?;
+        let kind = match kind {
+            DefKind::Encoder => ArchKind::Encoder(self.encoder(&f, attention, name.span)?),
+            _ => ArchKind::Decoder(self.decoder(&f, attention, name.span)?),
+        };
+        Some(Arch { name: name.name.clone(), kind })
+    }
+
+    /// The attention of an architecture: `kv_heads` must divide `heads`, and `hidden` must
+    /// split evenly into heads unless `head_dim` says otherwise.
+    fn attention(&mut self, f: &Fields, kind: DefKind, name_span: Span) -> Option<Attention> {
         let hidden = f.count("hidden")?;
         let heads = f.count("heads")?;
         let attention = Attention {
@@ -210,85 +220,84 @@ impl Ctx<'_> {
             }));
             return None;
         }
-        let mlp = |default| match f.choice("mlp") {
-            Some("gelu") => Mlp::Gelu,
-            Some("swiglu") => Mlp::SwiGlu,
-            _ => default,
-        };
-        let kind = if kind == DefKind::Encoder {
-            let window = match (f.count("window"), f.count("full_attention_layers")) {
-                (Some(w), full) => Some((w, full.unwrap_or(0))),
-                (None, Some(_)) => {
-                    let span = f.span("full_attention_layers").unwrap_or(name_span);
-                    self.error(Error::Field(FieldError::MissingField {
-                        span,
-                        field: "window".into(),
-                        context: "`encoder`".into(),
-                        hint: "64;".into(),
-                    }));
-                    return None;
-                }
-                (None, None) => None,
-            };
-            ArchKind::Encoder(Encoder {
-                layers: f.count("layers")?,
-                hidden,
-                ffn: f.count("ffn")?,
-                attention,
-                mlp: mlp(Mlp::Gelu),
-                patch: f.count("patch")?,
-                temporal_patch: f.count("temporal_patch").unwrap_or(1),
-                merge: f.count("merge").unwrap_or(1),
-                out_hidden: f.count("out_hidden").unwrap_or(hidden),
-                window,
-            })
-        } else {
-            let moe = f.block("moe").map(|b| {
-                Some(Moe {
-                    experts: b.count("experts")?,
-                    top_k: b.count("top_k")?,
-                    shared_experts: b.count("shared_experts").unwrap_or(0),
-                    expert_ffn: b.count("expert_ffn")?,
-                    dense_layers: b.count("dense_layers").unwrap_or(0),
-                })
-            });
-            let mla = f.block("mla").map(|b| {
-                Some(Mla {
-                    q_lora_rank: b.count("q_lora_rank").unwrap_or(0),
-                    kv_lora_rank: b.count("kv_lora_rank")?,
-                    rope_head_dim: b.count("rope_head_dim")?,
-                    nope_head_dim: b.count("nope_head_dim")?,
-                    v_head_dim: b.count("v_head_dim")?,
-                })
-            });
-            let (moe, mla) = match (moe, mla) {
-                (Some(None), _) | (_, Some(None)) => return None,
-                (moe, mla) => (moe.flatten(), mla.flatten()),
-            };
-            if let Some(m) = &moe
-                && m.top_k > m.experts
-            {
-                let span = f.block("moe").and_then(|b| b.span("top_k")).unwrap_or(name_span);
-                self.error(Error::Field(FieldError::OutOfRange {
+        Some(attention)
+    }
+
+    fn encoder(&mut self, f: &Fields, attention: Attention, name_span: Span) -> Option<Encoder> {
+        let window = match (f.count("window"), f.count("full_attention_layers")) {
+            (Some(w), full) => Some((w, full.unwrap_or(0))),
+            (None, Some(_)) => {
+                let span = f.span("full_attention_layers").unwrap_or(name_span);
+                self.error(Error::Field(FieldError::MissingField {
                     span,
-                    what: "`top_k`".into(),
-                    requirement: format!("at most experts ({})", m.experts),
+                    field: "window".into(),
+                    context: "`encoder`".into(),
+                    hint: "64;".into(),
                 }));
                 return None;
             }
-            ArchKind::Decoder(Decoder {
-                layers: f.count("layers")?,
-                hidden,
-                ffn: f.count("ffn")?,
-                attention,
-                vocab: f.count("vocab")?,
-                mlp: mlp(Mlp::SwiGlu),
-                tied_embeddings: f.boolean("tied_embeddings").unwrap_or(false),
-                moe,
-                mla,
-            })
+            (None, None) => None,
         };
-        Some(Arch { name, kind })
+        let hidden = f.count("hidden")?;
+        Some(Encoder {
+            layers: f.count("layers")?,
+            hidden,
+            ffn: f.count("ffn")?,
+            attention,
+            mlp: mlp(f, Mlp::Gelu),
+            patch: f.count("patch")?,
+            temporal_patch: f.count("temporal_patch").unwrap_or(1),
+            merge: f.count("merge").unwrap_or(1),
+            out_hidden: f.count("out_hidden").unwrap_or(hidden),
+            window,
+        })
+    }
+
+    fn decoder(&mut self, f: &Fields, attention: Attention, name_span: Span) -> Option<Decoder> {
+        let moe = f.block("moe").map(|b| {
+            Some(Moe {
+                experts: b.count("experts")?,
+                top_k: b.count("top_k")?,
+                shared_experts: b.count("shared_experts").unwrap_or(0),
+                expert_ffn: b.count("expert_ffn")?,
+                dense_layers: b.count("dense_layers").unwrap_or(0),
+            })
+        });
+        let mla = f.block("mla").map(|b| {
+            Some(Mla {
+                q_lora_rank: b.count("q_lora_rank").unwrap_or(0),
+                kv_lora_rank: b.count("kv_lora_rank")?,
+                rope_head_dim: b.count("rope_head_dim")?,
+                nope_head_dim: b.count("nope_head_dim")?,
+                v_head_dim: b.count("v_head_dim")?,
+            })
+        });
+        let (moe, mla) = match (moe, mla) {
+            (Some(None), _) | (_, Some(None)) => return None,
+            (moe, mla) => (moe.flatten(), mla.flatten()),
+        };
+        if let Some(m) = &moe
+            && m.top_k > m.experts
+        {
+            let span = f.block("moe").and_then(|b| b.span("top_k")).unwrap_or(name_span);
+            self.error(Error::Field(FieldError::OutOfRange {
+                span,
+                what: "`top_k`".into(),
+                requirement: format!("at most experts ({})", m.experts),
+            }));
+            return None;
+        }
+        Some(Decoder {
+            layers: f.count("layers")?,
+            hidden: f.count("hidden")?,
+            ffn: f.count("ffn")?,
+            attention,
+            vocab: f.count("vocab")?,
+            mlp: mlp(f, Mlp::SwiGlu),
+            tied_embeddings: f.boolean("tied_embeddings").unwrap_or(false),
+            moe,
+            mla,
+        })
     }
 
     fn unused_imports(&mut self) {
@@ -303,5 +312,14 @@ impl Ctx<'_> {
             }
         }
         self.errors.extend(warnings);
+    }
+}
+
+/// The MLP an architecture declares, or its kind's usual one.
+fn mlp(f: &Fields, default: Mlp) -> Mlp {
+    match f.choice("mlp") {
+        Some("gelu") => Mlp::Gelu,
+        Some("swiglu") => Mlp::SwiGlu,
+        _ => default,
     }
 }

@@ -1,4 +1,4 @@
-//! The algebra's validity rules (ALGEBRA.md §3): one skeleton per region, parameters in
+//! The algebra's validity rules (docs/algebra.md, "Skeletons"): one skeleton per region, parameters in
 //! range, devices, microbatches, owners, normal form. Each rule runs as soon as the pieces
 //! it reads checked out, so a mistake in the cut does not hide one in the cluster.
 

@@ -2,11 +2,11 @@
 //! arguments, the encoder's owner map, and the backends the plan asks for.
 
 use super::{Ctx, TRANSPOSE_ONLY, TransposeSpans};
-use crate::algebra::skeleton::{self, Param, ParamKind, SkeletonDef};
+use crate::algebra::skeleton::{self, Kind, Param, ParamKind, SkeletonDef};
 use crate::algebra::{Chunks, Fill, OwnerSpec, Skeleton};
 use crate::ast::{self, ValueKind};
 use crate::error::{ClusterError, Error, FieldError, ScheduleError};
-use crate::plan::{RegionSchedule, TARGETS, TargetSpec};
+use crate::plan::{RegionSchedule, Target, TargetSpec};
 use crate::span::Span;
 use crate::suggest::did_you_mean;
 
@@ -26,7 +26,7 @@ impl Ctx<'_> {
     fn skeleton(&mut self, expr: &ast::SkeletonExpr) -> Option<RegionSchedule> {
         let name = &expr.name.name;
         let Some(def) = skeleton::lookup(name) else {
-            let suggestion = did_you_mean(name, skeleton::NAMES.iter().copied());
+            let suggestion = did_you_mean(name, skeleton::names());
             self.error(Error::Schedule(ScheduleError::UnknownSkeleton {
                 span: expr.name.span,
                 name: name.clone(),
@@ -291,16 +291,16 @@ impl Ctx<'_> {
         let mut out: Vec<TargetSpec> = Vec::new();
         for t in &stmt.targets {
             let name = &t.name.name;
-            if !TARGETS.contains(&name.as_str()) {
-                let suggestion = did_you_mean(name, TARGETS.iter().copied());
+            let Some(target) = Target::parse(name) else {
+                let suggestion = did_you_mean(name, Target::NAMES.iter().copied());
                 self.error(Error::Cluster(ClusterError::UnknownTarget {
                     span: t.name.span,
                     name: name.clone(),
                     suggestion,
-                    targets: &TARGETS,
+                    targets: Target::NAMES,
                 }));
                 continue;
-            }
+            };
             let nearest = match &t.option {
                 None => false,
                 Some(o) if o.name == "nearest" => true,
@@ -315,9 +315,9 @@ impl Ctx<'_> {
                     continue;
                 }
             };
-            match out.iter_mut().find(|o| &o.name == name) {
+            match out.iter_mut().find(|o| o.target == target) {
                 Some(seen) => seen.nearest |= nearest,
-                None => out.push(TargetSpec { name: name.clone(), nearest, span: Some(t.span) }),
+                None => out.push(TargetSpec { target, nearest, span: Some(t.span) }),
             }
         }
         out
@@ -339,14 +339,13 @@ struct Arguments {
 
 fn construct(def: &SkeletonDef, args: &Arguments) -> Skeleton {
     let v = args.counts.first().copied().unwrap_or(1) as u32;
-    match def.name {
-        "gpipe" => Skeleton::Gpipe,
-        "1f1b" => Skeleton::OneFOneB,
-        "interleaved" => Skeleton::Interleaved { v },
-        "zb1p" => Skeleton::Zb1p { v },
-        "zbv" => Skeleton::Zbv,
-        "dualpipev" => Skeleton::DualPipeV,
-        "transpose" => Skeleton::Transpose { fill: args.fill, chunks: args.chunks.0, lookahead: args.lookahead.0 },
-        other => unreachable!("skeleton table and constructor disagree on {other}"),
+    match def.kind {
+        Kind::Gpipe => Skeleton::Gpipe,
+        Kind::OneFOneB => Skeleton::OneFOneB,
+        Kind::Interleaved => Skeleton::Interleaved { v },
+        Kind::Zb1p => Skeleton::Zb1p { v },
+        Kind::Zbv => Skeleton::Zbv,
+        Kind::DualPipeV => Skeleton::DualPipeV,
+        Kind::Transpose => Skeleton::Transpose { fill: args.fill, chunks: args.chunks.0, lookahead: args.lookahead.0 },
     }
 }

@@ -53,8 +53,10 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
     let requests = match mpipe::backend::requests(&plan_spec, request.targets, request.nearest) {
         Ok(r) => r,
         Err(unknown) => {
-            reporter
-                .plain_error(&format!("unknown target `{unknown}`: targets are {}", mpipe::plan::TARGETS.join(", ")));
+            reporter.plain_error(&format!(
+                "unknown target `{unknown}`: targets are {}",
+                mpipe::plan::Target::NAMES.join(", ")
+            ));
             reporter.finish();
             return Err(EXIT_USAGE);
         }

@@ -11,10 +11,12 @@ mod loader;
 mod lsp;
 mod output;
 mod progress;
+mod python;
 mod report;
 mod sim;
 mod stdlib;
 mod sweep;
+mod train;
 mod tune;
 mod verify;
 
@@ -291,15 +293,15 @@ enum Command {
         /// The plan (.mpipe) whose model is run
         plan: std::path::PathBuf,
         /// Pipeline ranks of the miniature (default: the plan's pp)
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         procs: Option<u64>,
         /// Data-parallel replicas of the miniature (N x DP processes); replica d runs the
         /// data's microbatches d*M .. (d+1)*M
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         dp: u64,
         /// Optimizer steps
-        #[arg(long, default_value_t = 2)]
-        steps: usize,
+        #[arg(long, default_value_t = 2, value_parser = at_least_one)]
+        steps: u64,
         /// The model: `miniature` (small MLP-attention blocks), or `hf:qwen2_5_vl` / `hf:llava`,
         /// transformers' own model from a tiny random config at the plan's encoder and LLM layer
         /// counts (needs transformers; see docs/verify.md)
@@ -313,12 +315,25 @@ enum Command {
         /// costs, beside the measured one (at least 3 steps; the first is warm-up)
         #[arg(long)]
         profile: bool,
-        /// Write the run (plan.json, config.json, case.json, the runtime) into DIR and print the
-        /// command that starts it, instead of running it; `mpipe_runtime.py --cases DIR...` runs
+        /// Write the run (plan.json, config.json, case.json) into DIR and print the command that
+        /// starts it, instead of running it; `python -m mpipec.torch.verify --cases DIR...` runs
         /// several prepared checks in one Python
         #[arg(long, value_name = "DIR", conflicts_with = "profile")]
         prepare: Option<std::path::PathBuf>,
     },
+    /// Train a Hugging Face vision-language model (Qwen2.5-VL or LLaVA) with the plan: its
+    /// stages cut from a transformers model directory, LLaVA conversation data through the
+    /// model's own processor, AdamW with warm-up and cosine decay (see docs/train.md)
+    Train(Box<train::Options>),
+}
+
+/// A count of processes or steps: 0 would run nothing (and print "ok" over it).
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
@@ -431,7 +446,7 @@ pub fn main() -> ExitCode {
             let options = verify::Options {
                 procs: *procs,
                 dp: *dp,
-                steps: *steps,
+                steps: *steps as usize,
                 model: model.clone(),
                 python: python.clone(),
                 profile: *profile,
@@ -439,6 +454,7 @@ pub fn main() -> ExitCode {
             };
             verify::run(&cli.global, plan, &options)
         }
+        Command::Train(options) => train::run(&cli.global, options),
     };
     ExitCode::from(status)
 }

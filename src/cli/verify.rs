@@ -1,33 +1,25 @@
 //! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--model M] [--python PATH] [--profile]`:
 //! the plan's miniature (or a tiny Hugging Face model cut as the plan says) run by the torch
-//! runtime in N × D processes and in one, compared.
+//! runtime (`python -m mpipec.torch.verify`) in N × D processes and in one, compared.
 
 use mpipe::algebra::Skeleton;
 use mpipe::plan::Plan;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use super::check::Source;
 use super::report::Reporter;
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
 
-/// The interpreter to run torch with: --python, $MPIPEC_PYTHON, the environment
-/// `scripts/torch-env` keeps, python3.
-fn python(explicit: Option<&Path>) -> PathBuf {
-    explicit
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("MPIPEC_PYTHON").map(PathBuf::from))
-        .or_else(|| cached_env().filter(|p| p.is_file()))
-        .unwrap_or_else(|| PathBuf::from("python3"))
-}
-
-/// Where `scripts/torch-env` puts its Python: $MPIPEC_VENVS, else $XDG_CACHE_HOME or
-/// ~/.cache, then `mpipec-venvs/torch/bin/python`.
-fn cached_env() -> Option<PathBuf> {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let venvs = var("MPIPEC_VENVS")
-        .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("mpipec-venvs")))
-        .or_else(|| var("HOME").map(|h| h.join(".cache/mpipec-venvs")))?;
-    Some(venvs.join("torch/bin/python"))
+/// What `mpipec verify` runs besides the plan: its command-line options.
+pub struct Options {
+    pub procs: Option<u64>,
+    pub dp: u64,
+    pub steps: usize,
+    pub model: String,
+    pub python: Option<PathBuf>,
+    pub profile: bool,
+    /// Write the run into this directory and say how to start it, instead of running it.
+    pub prepare: Option<PathBuf>,
 }
 
 /// The model `--model` names: the built-in miniature, or a family of transformers'
@@ -43,8 +35,8 @@ fn model_config(model: &str, mini: &Plan) -> Result<serde_json::Value, (String, 
     }
 }
 
-/// The run's files: the plan, the adapter's config, the runtime and the Hugging Face adapter,
-/// and `case.json` (its title and steps) for `mpipe_runtime.py --cases`.
+/// The run's files: the plan, the adapter's config and `case.json` (its title and steps), what
+/// `python -m mpipec.torch.verify --cases DIR` reads.
 fn write_run(
     dir: &Path,
     ir: &mpipe::ir::PlanIr,
@@ -54,9 +46,7 @@ fn write_run(
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("plan.json"), ir.to_json())?;
     std::fs::write(dir.join("config.json"), config.to_string())?;
-    std::fs::write(dir.join("case.json"), case.to_string())?;
-    std::fs::write(dir.join("mpipe_runtime.py"), mpipe::backend::torch::RUNTIME)?;
-    std::fs::write(dir.join("mpipe_hf.py"), mpipe::backend::torch::HF_ADAPTER)
+    std::fs::write(dir.join("case.json"), case.to_string())
 }
 
 fn describe_model(config: &serde_json::Value) -> String {
@@ -87,135 +77,138 @@ fn miniature_overrides(procs: u64, dp: u64) -> Vec<(String, String)> {
     .collect()
 }
 
-/// What `mpipec verify` runs besides the plan: its command-line options.
-pub struct Options {
-    pub procs: Option<u64>,
-    pub dp: u64,
-    pub steps: usize,
-    pub model: String,
-    pub python: Option<PathBuf>,
-    pub profile: bool,
-    /// Write the run into this directory and say how to start it, instead of running it.
-    pub prepare: Option<PathBuf>,
+/// The plan read and parsed once, checked as the miniature runs it: `--procs` pipeline ranks
+/// (the plan's own pp by default). `Err` is the exit status, its diagnostics reported.
+fn miniature_plan(global: &Global, path: &Path, options: &Options) -> Result<Plan, u8> {
+    let mut reporter = Reporter::new(global);
+    let source = super::check::read_source(global, path, &mut reporter)?;
+    let procs = options.procs.unwrap_or_else(|| source.check(global, &[]).plan.map_or(1, |p| p.cluster.pp));
+    let checked = Source::check(&source, global, &miniature_overrides(procs, options.dp));
+    let (_, mini) = super::check::plan_of(checked, path, &mut reporter)?;
+    reporter.finish();
+    Ok(mini)
 }
 
-pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
-    let Options { procs, dp, steps, profile, .. } = *options;
-    // The first step warms up (allocations, gloo connections); a profile needs two more.
-    let steps = if profile { steps.max(3) } else { steps };
-    let procs = match procs {
-        Some(p) => p,
-        // The plan's own pp; its diagnostics are reported by the load below.
-        None => match super::check::load(global, plan).ok().and_then(|c| c.plan) {
-            Some(spec) => spec.cluster.pp,
-            None => 1,
-        },
-    };
-    let mut global = global.clone();
-    global.set.extend(miniature_overrides(procs, dp));
-    let global = &global;
-    let mut reporter = Reporter::new(global);
-    let (_, mini) = match super::check::load_plan(global, plan, &mut reporter) {
-        Ok(loaded) => loaded,
-        Err(status) => return status,
-    };
-    reporter.finish();
-    // A lookahead plan's first step differs from the rest (its prologue encodes the first
-    // batch); the steady state starts with the second, and a third shows it holds.
+/// Steps the run needs: a profile's warm-up and two more; a lookahead plan's first step differs
+/// from the rest (its prologue encodes the first batch), so the steady state starts with the
+/// second, and a third shows it holds.
+fn steps_needed(mini: &Plan, options: &Options) -> usize {
     let lookahead = mini.schedule.iter().any(|s| matches!(s.skeleton, Skeleton::Transpose { lookahead: true, .. }));
-    let steps = if lookahead { steps.max(3) } else { steps };
-    let py = python(options.python.as_deref());
-    let derived = match mpipe::driver::build(&mini) {
-        Ok(built) => built.derived,
-        Err(invalid) => return super::build::internal_error(&invalid),
-    };
-    let config = match model_config(&options.model, &mini) {
-        Ok(c) => c,
-        Err((message, status)) => {
-            let mut reporter = Reporter::new(global);
-            reporter.plain_error(&message);
-            reporter.finish();
-            return status;
-        }
-    };
-    let skeletons: Vec<String> = mini.schedule.iter().map(|s| s.skeleton.to_string()).collect();
-    let title = format!(
+    if options.profile || lookahead { options.steps.max(3) } else { options.steps }
+}
+
+fn title(path: &Path, mini: &Plan, steps: usize, config: &serde_json::Value) -> String {
+    format!(
         "verifying {} ({}) on {} processes (pp {} x dp {}), {} microbatches, {} step(s): {}",
-        plan.display(),
-        skeletons.join(", "),
+        path.display(),
+        skeletons(mini),
         mini.cluster.pp * mini.cluster.dp,
         mini.cluster.pp,
         mini.cluster.dp,
         mini.batch.microbatches,
         steps,
-        describe_model(&config)
-    );
+        describe_model(config)
+    )
+}
+
+fn skeletons(mini: &Plan) -> String {
+    mini.schedule.iter().map(|s| s.skeleton.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn usage_error(global: &Global, message: &str, status: u8) -> u8 {
+    let mut reporter = Reporter::new(global);
+    reporter.plain_error(message);
+    reporter.finish();
+    status
+}
+
+pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
+    let mini = match miniature_plan(global, plan, options) {
+        Ok(mini) => mini,
+        Err(status) => return status,
+    };
+    let ir = match mpipe::driver::build(&mini) {
+        Ok(built) => built.derived.ir,
+        Err(invalid) => return super::build::internal_error(&invalid),
+    };
+    let config = match model_config(&options.model, &mini) {
+        Ok(c) => c,
+        Err((message, status)) => return usage_error(global, &message, status),
+    };
+    let steps = steps_needed(&mini, options);
+    let title = title(plan, &mini, steps, &config);
     let dir = match &options.prepare {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id())),
     };
     let case = serde_json::json!({ "title": title, "steps": steps });
-    if let Err(e) = write_run(&dir, &derived.ir, &config, &case) {
-        let mut reporter = Reporter::new(global);
-        reporter.plain_error(&format!("cannot write the run to `{}`: {e}", dir.display()));
-        reporter.finish();
-        return EXIT_USAGE;
+    if let Err(e) = write_run(&dir, &ir, &config, &case) {
+        return usage_error(global, &format!("cannot write the run to `{}`: {e}", dir.display()), EXIT_USAGE);
     }
+    let package = match super::python::package_root() {
+        Ok(p) => p,
+        Err(message) => return usage_error(global, &message, EXIT_USAGE),
+    };
+    let py = super::python::interpreter(options.python.as_deref());
     if options.prepare.is_some() {
-        println!("{title}\nprepared in {0}: run `{1} {0}/mpipe_runtime.py --cases {0}`", dir.display(), py.display());
+        println!(
+            "{title}\nprepared in {0}: run `PYTHONPATH={1} {2} -m mpipec.torch.verify --cases {0}`",
+            dir.display(),
+            package.display(),
+            py.display()
+        );
         return 0;
     }
     println!("{title}");
-    let mut cmd = Command::new(&py);
-    cmd.arg(dir.join("mpipe_runtime.py"))
-        .args([
-            "--plan",
-            &dir.join("plan.json").to_string_lossy(),
-            "--config",
-            &dir.join("config.json").to_string_lossy(),
-        ])
-        .args(["--steps", &steps.to_string(), "--verify", &dir.to_string_lossy()])
-        .env("PYTHONUNBUFFERED", "1");
+    let status = run_prepared(&py, &package, &dir, options.profile);
+    let measured = options.profile.then(|| std::fs::read_to_string(dir.join("profile.json")));
+    let _ = std::fs::remove_dir_all(&dir);
+    match (status, measured) {
+        (0, Some(text)) => report_profile(&ir, &mini, text),
+        (status, _) => status,
+    }
+}
+
+/// `python -m mpipec.torch.verify --run DIR`: its exit status as mpipec's.
+fn run_prepared(py: &Path, package: &Path, dir: &Path, profile: bool) -> u8 {
+    let mut cmd = super::python::module(py, package, "mpipec.torch.verify");
+    cmd.arg("--run").arg(dir);
     if profile {
         cmd.arg("--profile");
     }
-    let status = cmd.status();
-    let measured = profile.then(|| std::fs::read_to_string(dir.join("profile.json")));
-    let _ = std::fs::remove_dir_all(&dir);
-    let status = match status {
+    match cmd.status() {
         Ok(s) if s.success() => 0,
-        // The runtime's exit status when torch is missing: it has said how to install it.
-        Ok(s) if s.code() == Some(2) => return EXIT_USAGE,
-        Ok(_) => return EXIT_INPUT,
+        // A missing torch or transformers: the harness has said how to install it.
+        Ok(s) if s.code() == Some(2) => EXIT_USAGE,
+        Ok(_) => EXIT_INPUT,
         Err(e) => {
             eprintln!("error: cannot run `{}`: {e}", py.display());
-            return EXIT_USAGE;
+            EXIT_USAGE
         }
-    };
-    match measured {
-        None => status,
-        Some(text) => {
-            let compared = text
-                .map_err(|e| format!("cannot read the runtime's profile: {e}"))
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
-                .and_then(|p| mpipe::sim::measured::compare(&derived.ir, &p));
-            match compared {
-                Ok(c) => {
-                    println!(
-                        "profile ({}, {} steps after warm-up): measured step {:.1} ms, predicted {:.1} ms from the measured per-layer costs ({:+.1} %)",
-                        skeletons.join(", "),
-                        c.steps,
-                        c.measured * 1e3,
-                        c.predicted * 1e3,
-                        c.error_percent()
-                    );
-                    status
-                }
-                Err(message) => {
-                    eprintln!("error: {message}");
-                    EXIT_INPUT
-                }
-            }
+    }
+}
+
+/// The measured step beside the one the cost model predicts from the measured per-layer costs.
+fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<String>) -> u8 {
+    let compared = text
+        .map_err(|e| format!("cannot read the runtime's profile: {e}"))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
+        .and_then(|p| mpipe::sim::measured::compare(ir, &p));
+    match compared {
+        Ok(c) => {
+            println!(
+                "profile ({}, {} steps after warm-up): measured step {:.1} ms, predicted {:.1} ms from the measured per-layer costs ({:+.1} %)",
+                skeletons(mini),
+                c.steps,
+                c.measured * 1e3,
+                c.predicted * 1e3,
+                c.error_percent()
+            );
+            0
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            EXIT_INPUT
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Per-layer costs from the architecture definitions, with the standard formulas of
-//! ../shared/design/COSTS.md: Narayanan et al. (SC'21) for FLOPs, Korthikanti et al. (MLSys'23)
+//! docs/costs.md: Narayanan et al. (SC'21) for FLOPs, Korthikanti et al. (MLSys'23)
 //! for the activations kept for backward. Multiply-add = 2 FLOPs. Everything is for one
 //! microbatch of `b` sequences on one pipeline rank before tensor parallelism divides it.
 

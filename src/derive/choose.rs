@@ -1,7 +1,8 @@
 //! The search: what the plan leaves open, chosen by lowering each candidate and timing it with
 //! the cost model's compute and transfer times. The encoder's form, chunk count, owner map and
-//! image splits, and a sink's owners, come back as a [`Resolved`] plan, which
-//! [`super::lower`] then lowers once.
+//! image splits, a sink's owners, and last where the chosen encoder's chunks run (owner.rs's
+//! list scheduling: head delay, owners, backward ranks, slots) come back as a [`Resolved`]
+//! plan, which [`super::lower`] then lowers as it says.
 
 use super::placement;
 use super::resolved::{Choices, Resolved};
@@ -40,6 +41,9 @@ pub fn choose<'p>(plan: &'p Plan, costs: &dyn Costs) -> Resolved<'p> {
             lower_with(&plan, costs, &Choices { sink: Some(owners.clone()), ..choice.clone() })
         });
         choice.sink = Some(best);
+    }
+    if has_encoder {
+        choice.encoder_schedule = lower_with(&plan, costs, &choice).transpose.and_then(|t| t.schedule);
     }
     Resolved { plan: written, choices: choice }
 }

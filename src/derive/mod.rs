@@ -79,7 +79,14 @@ pub(crate) fn lower_with(plan: &Plan, costs: &dyn Costs, choice: &Choices) -> Lo
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
     body(&mut g, &placement);
     let transposed = placement.encoder.map(|enc| {
-        transpose::add(&mut g, plan, &placement, &enc, costs, (choice.encoder_owner.as_ref(), &choice.parts))
+        transpose::add(
+            &mut g,
+            plan,
+            &placement,
+            &enc,
+            costs,
+            (choice.encoder_owner.as_ref(), &choice.parts, choice.encoder_schedule.as_ref()),
+        )
     });
     let m = placement.body.shape.microbatches;
     let sink_owners = placement.sink.map(|sink| {

@@ -1,11 +1,12 @@
 //! The resolved plan: the plan as written and every choice derive's search made where the plan
-//! leaves one open (the encoder's form, chunk count, owner map and image splits; the sink's
-//! owners). [`super::choose`] makes it, [`super::lower`] turns it into per-rank lists as a
+//! leaves one open (the encoder's form, chunk count, owner map and image splits, and where its
+//! chunks run: the head delay, owners, backward ranks and slots; the sink's owners). [`super::choose`] makes it, [`super::lower`] turns it into per-rank lists as a
 //! function of it alone, and plan.txt's header prints it. The simulator, the backends and the
 //! IDE read it beside the IR, never derive's placement or order graph.
 
 use std::borrow::Cow;
 
+use super::owner::Schedule;
 use crate::algebra::{Layout, OwnerSpec, Skeleton, skeleton::body_skeleton};
 use crate::plan::Plan;
 
@@ -31,6 +32,10 @@ pub struct Choices {
     pub sink: Option<Vec<u32>>,
     /// Per microbatch: the parts its images are split into across ranks (empty: all whole).
     pub parts: Vec<u32>,
+    /// Where the encoder's chunks run (`fill = slack`): how long the first body stage waits
+    /// for its first features (the head delay), each part's owner and the rank its backward
+    /// runs on, and each chunk's slot in its rank's list.
+    pub encoder_schedule: Option<Schedule>,
 }
 
 impl Resolved<'_> {
@@ -87,6 +92,12 @@ impl Resolved<'_> {
             lines.push(format!("{name} owner: {owner}"));
             if !c.parts.is_empty() {
                 lines.push(format!("{name} image parts by microbatch: {}", joined(&c.parts)));
+            }
+            if let Some(s) = &c.encoder_schedule {
+                lines.push(format!("{name} head delay: {:.3e} s", s.delay));
+                if !s.backward_owners.is_empty() && s.backward_owners != s.owners {
+                    lines.push(format!("{name} backward ranks by part: {}", joined(&s.backward_owners)));
+                }
             }
         }
         if let (Some(owners), Some(i)) = (&c.sink, self.sink()) {

@@ -1,4 +1,4 @@
-//! `transpose`: the replicated encoder's work placed inside the body pipeline (ALGEBRA.md §6).
+//! `transpose`: the replicated encoder's work placed inside the body pipeline (docs/transpose.md).
 //!
 //! `fill = slack` (Mpipe): one microbatch's encode is `chunks` runs of consecutive encoder
 //! layers, each an instruction on the microbatch's owner; the boundary activation between two
@@ -37,6 +37,8 @@ pub struct Transposed {
     pub prologue: Vec<Vec<Instr>>,
     /// Two bounds on the step, in compute time with transfers free.
     pub bounds: Bounds,
+    /// Where the chunks went (`fill = slack`): the head delay, owners, backward ranks, slots.
+    pub schedule: Option<owner::Schedule>,
 }
 
 /// What the placement is measured against, each bound labelled for what it is.
@@ -59,9 +61,9 @@ pub fn add(
     placement: &Placement,
     enc: &Encoder,
     costs: &dyn Costs,
-    choice: (Option<&OwnerSpec>, &[u32]),
+    choice: (Option<&OwnerSpec>, &[u32], Option<&owner::Schedule>),
 ) -> Transposed {
-    let (owner, parts) = choice;
+    let (owner, parts, chosen) = choice;
     let ranks = placement.body.shape.ranks;
     let m = placement.body.shape.microbatches;
     let first = placement.body.first;
@@ -76,12 +78,12 @@ pub fn add(
             image_ranges(images, k).into_iter().map(move |range| Piece { mb, images: range, owner: 0 })
         })
         .collect();
-    let (owners, pieces) = match enc.fill {
-        Fill::Slack => fill_idle_time(g, placement, enc, costs, &spec, (&start, &end), pieces, images),
+    let (owners, pieces, schedule) = match enc.fill {
+        Fill::Slack => fill_idle_time(g, placement, enc, costs, (&spec, chosen), (&start, &end), pieces, images),
         Fill::Prefix => {
             let owners = prefix(g, placement, enc, &spec);
             let pieces = (0..m).map(|mb| Piece { mb, images: None, owner: owners[mb as usize] }).collect();
-            (owners, pieces)
+            (owners, pieces, None)
         }
     };
     let mut work = vec![0.0; ranks as usize];
@@ -98,7 +100,7 @@ pub fn add(
             prologue[p.owner as usize].extend(forwards);
         }
     }
-    Transposed { owners, slack, work, prologue, bounds }
+    Transposed { owners, slack, work, prologue, bounds, schedule }
 }
 
 /// A microbatch's encoder work, or a part of its images, and the rank that runs it.
@@ -199,18 +201,19 @@ fn bounds(
 /// trainable encoder's backwards from the feature gradient down to the first chunk. With
 /// lookahead the forwards serve the next step, and this step's features, encoded the step
 /// before, leave their owner at the start of the step. A microbatch split into parts has one
-/// piece a part, each on its own rank; the first body stage gathers them.
+/// piece a part, each on its own rank; the first body stage gathers them. `chosen` is the
+/// schedule the resolved plan holds; without one (a candidate of the search) it is found here.
 #[allow(clippy::too_many_arguments)]
 fn fill_idle_time(
     g: &mut OrderGraph,
     placement: &Placement,
     enc: &Encoder,
     costs: &dyn Costs,
-    spec: &OwnerSpec,
+    (spec, chosen): (&OwnerSpec, Option<&owner::Schedule>),
     (start, end): (&[f64], &[f64]),
     mut pieces: Vec<Piece>,
     images: u32,
-) -> (Vec<u32>, Vec<Piece>) {
+) -> (Vec<u32>, Vec<Piece>, Option<owner::Schedule>) {
     let first = placement.body.first;
     let windows: Vec<Vec<Window>> = g.chains.iter().map(|c| idle_windows(c, start, end)).collect();
     let layers = |s: u32| placement.stages[s as usize].layers.clone();
@@ -238,7 +241,7 @@ fn fill_idle_time(
             }
         })
         .collect();
-    let schedule = owner::schedule(spec, &windows, &jobs);
+    let schedule = chosen.cloned().unwrap_or_else(|| owner::schedule(spec, &windows, &jobs));
     let head = placement.rank_of_body(0);
     // Chunk nodes to insert per rank: (chain position, start, node).
     let mut inserts: Vec<Vec<(usize, f64, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
@@ -300,7 +303,7 @@ fn fill_idle_time(
     for p in pieces.iter().rev() {
         owners[p.mb as usize] = p.owner;
     }
-    (owners, pieces)
+    (owners, pieces, Some(schedule))
 }
 
 /// HyperParallel's prefix block: each rank encodes its microbatches whole, before its pipeline,

@@ -1,4 +1,4 @@
-//! The one diagnostic type of mpipec. Every phase reports through [`crate::error::Error`],
+//! The one diagnostic type of mpipec. Every phase reports through `error::Error`,
 //! which becomes a [`Diagnostic`] in one place; rendering (human, short, JSON) lives in
 //! `render` and `json` only, so the rest of the compiler never formats text for a terminal.
 

@@ -90,8 +90,9 @@ fn list(words: &[&str]) -> String {
 }
 
 impl Error {
-    pub fn code(&self) -> Code {
-        self.to_diagnostic().code
+    /// Whether this lets the plan through: the warnings, and a backend's nearest plan.
+    pub fn is_warning(&self) -> bool {
+        matches!(self, Error::Warning(_) | Error::Backend(BackendError::NearestEmitted { .. }))
     }
 
     pub fn to_diagnostic(&self) -> Diagnostic {

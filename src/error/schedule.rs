@@ -102,7 +102,7 @@ impl ScheduleError {
                 d(Code::E0306, format!("unknown skeleton `{name}`")).primary(*span, "not a skeleton"),
                 *span,
                 suggestion,
-                || format!("skeletons: {}", crate::algebra::skeleton::NAMES.join(", ")),
+                || format!("skeletons: {}", crate::algebra::skeleton::names().collect::<Vec<_>>().join(", ")),
             ),
             BadSkeletonArgument { span, skeleton, message, help } => d(Code::E0307, format!("invalid argument to `{skeleton}`"))
                 .primary(*span, message.clone())

@@ -1,5 +1,5 @@
 //! The per-rank instruction IR: what `mpipec build` writes as plan.json. Field names are a
-//! contract (IR.md): add freely, rename none without bumping `version`.
+//! contract (docs/plan-json.md): add freely, rename none without bumping `version`.
 
 pub mod compact;
 pub mod csv;

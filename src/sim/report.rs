@@ -1,6 +1,6 @@
 //! The simulator's verdict on a derived plan: step time against its lower bound, MFU, and per
 //! rank busy and idle time, warmup slack, encoder work, spill and peak memory (report.json,
-//! IR.md). Memory comes from the actual order: an activation lives from its forward to the
+//! docs/plan-json.md). Memory comes from the actual order: an activation lives from its forward to the
 //! backward that consumes it.
 
 use serde::Serialize;

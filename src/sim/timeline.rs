@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::ir::interpret::Timeline;
 use crate::ir::text::Shown;
 use crate::ir::{Instr, Op, PlanIr};
+use crate::picture::escape;
 
 /// Region colours (ColorBrewer Paired): forward light, backward and backward_input dark,
 /// backward_weight a third hue, so a zero-bubble plan's halves read apart.
@@ -92,11 +93,9 @@ fn label(op: Op) -> &'static str {
     }
 }
 
-/// A round step for the time axis: 1, 2 or 5 times a power of ten.
+/// A round step for the time axis: 1, 2 or 5 times a power of ten, about eight to a step.
 fn tick(span: f64) -> f64 {
-    let raw = span / 8.0;
-    let p = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * p).find(|t| *t >= raw).unwrap_or(10.0 * p)
+    crate::picture::tick_step(span, 8.0, &[1.0, 2.0, 5.0])
 }
 
 fn seconds(t: f64) -> String {
@@ -109,10 +108,6 @@ fn seconds(t: f64) -> String {
     } else {
         format!("{:.0} µs", t * 1e6)
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Where a picture puts things.

@@ -121,3 +121,44 @@ pub fn moved_backwards(ir: &mpipe::ir::PlanIr) -> Vec<(usize, usize)> {
     }
     moved
 }
+
+/// The Python `scripts/torch-env` prints (torch, transformers, Pillow), set up once per test binary.
+pub fn torch_python() -> &'static str {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out =
+            std::process::Command::new(root().join("scripts/torch-env")).output().expect("running scripts/torch-env");
+        assert!(out.status.success(), "scripts/torch-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+}
+
+/// How many torch runs of one test binary go at once: each is several processes already, and
+/// much of a run is Python start-up and ranks waiting on each other, which a second run fills
+/// on two cores.
+const TORCH_RUNS_AT_ONCE: usize = 2;
+static TORCH_RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static TORCH_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A place among the TORCH_RUNS_AT_ONCE runs, held until dropped.
+pub struct TorchTurn;
+
+pub fn torch_turn() -> TorchTurn {
+    let mut running = torch_running();
+    while *running >= TORCH_RUNS_AT_ONCE {
+        running = TORCH_FREED.wait(running).unwrap_or_else(|e| e.into_inner());
+    }
+    *running += 1;
+    TorchTurn
+}
+
+impl Drop for TorchTurn {
+    fn drop(&mut self) {
+        *torch_running() -= 1;
+        TORCH_FREED.notify_one();
+    }
+}
+
+fn torch_running() -> std::sync::MutexGuard<'static, usize> {
+    TORCH_RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -2,7 +2,7 @@
 
     python hf_same_as_transformers.py
 
-For each family of src/backend/torch/mpipe_hf.py, on microbatches with several images: the
+For each family of python/mpipec/torch/hf.py, on microbatches with several images: the
 adapter's whole model and its stages chained across every cut give the loss that the family's
 ForConditionalGeneration computes from the same inputs, and the same gradient for every
 parameter. Prints `ok` when they do (tests/verify.rs).
@@ -13,8 +13,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "src", "backend", "torch"))
-import mpipe_hf  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from mpipec.torch import hf  # noqa: E402
 
 VISION, TEXT = 3, 4
 # Cuts inside the vision tower, at the seam, and inside the decoder.
@@ -28,10 +28,10 @@ def grads(module):
 def check(family):
     config = dict(family=family, seed=1, vision_layers=VISION, text_layers=TEXT, micro_batch_size=1,
                   kinds=[{"trainable": True}] * (VISION + TEXT))
-    full = mpipe_hf.full_model(config)
+    full = hf.full_model(config)
     failures = []
     for mb in range(3):
-        b = mpipe_hf.batch(mb, 0, config)
+        b = hf.batch(mb, 0, config)
         inputs = dict(input_ids=b["input_ids"], pixel_values=b["pixel_values"], labels=b["labels"])
         if "image_grid_thw" in b:
             inputs.update(image_grid_thw=b["image_grid_thw"], mm_token_type_ids=b["mm_token_type_ids"])
@@ -39,11 +39,11 @@ def check(family):
         expected = full(**inputs).loss
         expected.backward()
         want = grads(full)
-        stages = [mpipe_hf.build(range(*s), config["kinds"], config) for s in STAGES]
+        stages = [hf.build(range(*s), config["kinds"], config) for s in STAGES]
         x = None
         for stage in stages:
             x = stage(x, b)
-        got_loss = mpipe_hf.loss(x, b)
+        got_loss = hf.loss(x, b)
         got_loss.backward()
         got = {}
         for stage in stages:
@@ -62,6 +62,6 @@ def check(family):
     return failures
 
 
-failures = [f for family in sorted(mpipe_hf.FAMILIES) for f in check(family)]
+failures = [f for family in sorted(hf.FAMILIES) for f in check(family)]
 print("\n".join(failures) if failures else "ok")
 sys.exit(1 if failures else 0)

@@ -3,7 +3,7 @@
     python torch_schedule.py OUT/ [OUT2/ ...]   (each from `mpipec build PLAN -o OUT/ --target torch`)
 
 Each of P processes (gloo, CPU) builds the stages the plan gives its rank as
-torch.distributed.pipelining PipelineStages over the miniature of OUT/torch/mpipe_runtime.py,
+torch.distributed.pipelining PipelineStages over the miniature of OUT/torch/python (mpipec.torch),
 loads the schedule with _PipelineScheduleRuntime._load_csv (torch lowers it to sends and
 receives itself) and runs one step. The losses and gradients must match the miniature run in
 one process: what tests/verify.rs asserts, and how a user runs mpipec's order on torch's runtime.
@@ -25,8 +25,9 @@ from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
 # One thread: no OpenMP pool may exist when a later OUT's ranks fork from this process.
 torch.set_num_threads(1)
-sys.path.insert(0, os.path.join(sys.argv[1], "torch"))
-import mpipe_runtime  # noqa: E402
+sys.path.insert(0, os.path.join(sys.argv[1], "torch", "python"))
+from mpipec.torch import devices, miniature  # noqa: E402
+from mpipec.torch.verify import reference  # noqa: E402
 
 # The OUT being checked: set by check() before its ranks fork.
 OUT = PLAN = CONFIG = M = STAGES = None
@@ -38,24 +39,24 @@ class TorchStage(nn.Module):
     def __init__(self, stage):
         super().__init__()
         self.first = stage["layers"][0] == 0
-        self.inner = mpipe_runtime.Miniature.build(range(*stage["layers"]), CONFIG["kinds"], CONFIG)
+        self.inner = miniature.build(range(*stage["layers"]), CONFIG["kinds"], CONFIG)
 
     def forward(self, x):
         return self.inner(None, {"tokens": x}) if self.first else self.inner(x, {})
 
 
 def full_batch():
-    mbs = [mpipe_runtime.Miniature.batch(mb, 0, CONFIG) for mb in range(M)]
+    mbs = [miniature.batch(mb, 0, CONFIG) for mb in range(M)]
     return torch.cat([b["tokens"] for b in mbs]), torch.cat([b["labels"] for b in mbs])
 
 
 def loss_fn(output, labels):
-    return mpipe_runtime.Miniature.loss(output, {"labels": labels})
+    return miniature.loss(output, {"labels": labels})
 
 
 def worker(rank, world, port, out):
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-    dist.init_process_group("gloo", timeout=mpipe_runtime.TIMEOUT)
+    dist.init_process_group("gloo", timeout=devices.TIMEOUT)
     mine = [s for s in STAGES if s["rank"] == rank]
     modules = {s["id"]: TorchStage(s) for s in mine}
     stages = [PipelineStage(modules[s["id"]], s["id"], len(STAGES), torch.device("cpu")) for s in mine]
@@ -85,7 +86,7 @@ def check(out):
     world = PLAN["pipeline"]["ranks"]
     mp.start_processes(worker, args=(world, port, OUT), nprocs=world, join=True, start_method="fork")
     ranks = [torch.load(os.path.join(OUT, f"rank{r}.pt")) for r in range(world)]
-    ref = mpipe_runtime.reference(PLAN, mpipe_runtime.Miniature, CONFIG, 1)
+    ref = reference(PLAN, miniature, CONFIG, 1)
     # torch scales the gradients by 1/M and reports each microbatch's unscaled loss.
     loss = sum(l for r in ranks for l in r["losses"]) / M
     worst = abs(loss - ref["losses"][0]) / abs(ref["losses"][0])

@@ -1,4 +1,5 @@
-"""Hugging Face vision-language models as an mpipe torch-runtime adapter (``"adapter": "mpipe_hf"``).
+"""Hugging Face vision-language models as an adapter (mpipec.torch.adapter; config
+``"adapter": "hf"``), for `mpipec verify --model hf:FAMILY`.
 
 The model is transformers' own, built from a tiny random config (no weights, no hub): its
 vision blocks are the plan's encoder layers, its decoder layers the plan's LLM layers. A stage
@@ -12,40 +13,68 @@ keeps copies of the modules its layers own, under transformers' own parameter na
 What crosses a stage boundary is one tensor: vision hidden states, then the merged image
 features (every image of the microbatch, of ragged lengths, concatenated), then decoder
 hidden states. Positions (Qwen's multimodal rope from ``get_rope_index``, the vision windows)
-come from the batch, which every rank builds identically.
+come from the batch, which every rank builds identically. A model family is a class that
+:class:`Family` describes; FAMILIES lists them.
 
 Config keys: family (``qwen2_5_vl`` or ``llava``), seed, vision_layers, text_layers, kinds,
-micro_batch_size. See docs/verify.md.
+micro_batch_size. See docs/verify.md. Importing this module needs transformers.
 """
 
 import copy
 import json
 import sys
+from typing import Protocol
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# The exit status the runtime uses for a missing torch; a missing transformers is the same kind of error.
-EXIT_NO_PACKAGE = 2
 try:
-    import transformers
     from transformers.masking_utils import create_causal_mask
     from transformers.vision_utils import get_vision_attention_seqlens, get_vision_position_ids, get_vision_window_index
 except ImportError as e:
-    sys.stderr.write(
-        f"error: `{sys.executable}` cannot import transformers ({e})\n"
+    raise ImportError(
+        f"`{sys.executable}` cannot import transformers ({e})\n"
         "help: run `scripts/torch-env` from an mpipec checkout (it installs torch and transformers into the\n"
         "      cached environment `mpipec verify` finds by itself), or point --python or MPIPEC_PYTHON at a\n"
-        "      Python that has both\n"
-    )
-    sys.exit(EXIT_NO_PACKAGE)
+        "      Python that has both"
+    ) from e
 
 VOCAB = 64
 # Special tokens at the top of the tiny vocabulary; text tokens are drawn below them.
 IMAGE, VIDEO, VISION_START, VISION_END = 60, 61, 62, 63
 TEXT_TOKENS = 56
 IGNORE = -100
+
+
+class Family(Protocol):
+    """A model family: how its transformers model is made and cut, and how a stage runs its
+    vision side (the decoder side is the same for every family). VISION and TEXT are the
+    dotted paths of its vision blocks and decoder layers."""
+
+    VISION: str
+    TEXT: str
+
+    def model(config: dict):
+        """The family's ForConditionalGeneration from a tiny random config at the config's depths."""
+
+    def parts(first_vision: bool, last_vision: bool, first_text: bool, last_text: bool) -> tuple:
+        """(vision modules, text modules) a stage owns besides its blocks, as dotted paths."""
+
+    def images(g, mb: int, config: dict) -> tuple:
+        """(processor outputs of a microbatch's images, each image's feature count), drawn from `g`."""
+
+    def positions(full, batch: dict):
+        """The decoder's position ids for the batch."""
+
+    def vision_in(stage, batch: dict):
+        """The first vision block's input, from the batch's pixels."""
+
+    def vision_blocks(stage, x, layers: range, batch: dict):
+        """x through the stage's vision blocks `layers`."""
+
+    def vision_out(stage, x, batch: dict):
+        """The image features the decoder's placeholders take, from the last block's output."""
 
 
 def text_parts(first_text, last_text):
@@ -68,27 +97,31 @@ class Qwen25VL:
     VISION = "model.visual.blocks"
     TEXT = "model.language_model.layers"
 
+    # The tiny model's sizes; a config's "vision" and "text" dicts override them (scripts/gpu-check
+    # sets Qwen2.5-VL-7B's).
+    TINY_VISION = dict(
+        hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32,
+        patch_size=2, temporal_patch_size=2, spatial_merge_size=2,
+        # 2x2 merged patches per window, so the larger images span several windows.
+        window_size=8,
+    )
+    TINY_TEXT = dict(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=256, bos_token_id=None, eos_token_id=None,
+        # head_dim 8: a quarter of its rotary frequencies each for height and width.
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]},
+    )
+
     @staticmethod
     def model(config):
         from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
         depth = config["vision_layers"]
         hf = Qwen2_5_VLConfig(
-            vision_config=dict(
-                depth=depth, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32,
-                patch_size=2, temporal_patch_size=2, spatial_merge_size=2,
-                # 2x2 merged patches per window, so the larger images span several windows.
-                window_size=8, fullatt_block_indexes=[depth - 1],
-            ),
-            text_config=dict(
-                vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=config["text_layers"],
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                bos_token_id=None, eos_token_id=None,
-                # head_dim 8: a quarter of its rotary frequencies each for height and width.
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]},
-            ),
+            vision_config=dict(Qwen25VL.TINY_VISION, depth=depth, fullatt_block_indexes=[depth - 1], **config.get("vision", {})),
+            text_config=dict(Qwen25VL.TINY_TEXT, num_hidden_layers=config["text_layers"], **config.get("text", {})),
             image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=VISION_START,
-            vision_end_token_id=VISION_END, tie_word_embeddings=False, attn_implementation="eager",
+            vision_end_token_id=VISION_END, tie_word_embeddings=False, attn_implementation=config.get("attention", "eager"),
         )
         return Qwen2_5_VLForConditionalGeneration(hf)
 
@@ -102,11 +135,18 @@ class Qwen25VL:
         )
 
     @staticmethod
-    def images(g, mb):
-        count = 2 + mb % 2
-        grids = torch.tensor([Qwen25VL.GRIDS[int(i)] for i in torch.randint(0, len(Qwen25VL.GRIDS), (count,), generator=g)])
+    def images(g, mb, config):
+        """2 or 3 images of the tiny grids, or the config's `grids` (one image each)."""
+        if "grids" in config:
+            grids = torch.tensor(config["grids"])
+        else:
+            count = 2 + mb % 2
+            grids = torch.tensor([Qwen25VL.GRIDS[int(i)] for i in torch.randint(0, len(Qwen25VL.GRIDS), (count,), generator=g)])
+        v = dict(Qwen25VL.TINY_VISION, **config.get("vision", {}))
+        width = 3 * v["temporal_patch_size"] * v["patch_size"] ** 2
         patches = int(grids.prod(-1).sum())
-        return {"pixel_values": torch.randn(patches, 3 * 2 * 2 * 2, generator=g), "image_grid_thw": grids}, (grids.prod(-1) // 4).tolist()
+        merged = (grids.prod(-1) // v["spatial_merge_size"] ** 2).tolist()
+        return {"pixel_values": torch.randn(patches, width, generator=g), "image_grid_thw": grids}, merged
 
     @staticmethod
     def positions(full, batch):
@@ -184,7 +224,7 @@ class Llava:
         )
 
     @staticmethod
-    def images(g, mb):
+    def images(g, mb, config):
         count = 1 + mb % 3
         pixels = torch.randn(count, 3, Llava.IMAGE_SIZE, Llava.IMAGE_SIZE, generator=g)
         return {"pixel_values": pixels}, [(Llava.IMAGE_SIZE // Llava.PATCH) ** 2] * count
@@ -241,15 +281,17 @@ def _place(root, dotted, module):
 
 
 class Stage(nn.Module):
-    """Global layers [layers.start, layers.stop) of the model: vision blocks first, then decoder layers."""
+    """Global layers [layers.start, layers.stop) of the model: vision blocks first, then decoder
+    layers. The model is `model` (one loaded with from_pretrained, as mpipec.train does) or the
+    config's tiny random one."""
 
-    def __init__(self, layers, kinds, config):
+    def __init__(self, layers, kinds, config, model=None):
         super().__init__()
         self.family = family(config)
         self.depths = v, t = config["vision_layers"], config["text_layers"]
         self.vision = range(min(layers.start, v), min(layers.stop, v))
         self.text = range(max(layers.start, v) - v, max(layers.stop, v) - v)
-        full = full_model(config)
+        full = full_model(config) if model is None else model
         # Parameter-free helpers (window and rope arithmetic), shared, not registered.
         self.__dict__["helper"] = full
         vision_parts, text_parts = self.family.parts(
@@ -288,7 +330,7 @@ class Stage(nn.Module):
         if self.text:
             if self.text.start == 0:
                 tokens = self.get_submodule("model.language_model.embed_tokens")(batch["input_ids"])
-                placeholders = (batch["input_ids"] == IMAGE).unsqueeze(-1).expand_as(tokens)
+                placeholders = (batch["input_ids"] == self.helper.config.image_token_id).unsqueeze(-1).expand_as(tokens)
                 x = tokens.masked_scatter(placeholders, x.to(tokens.dtype))
             rope = self.get_submodule("model.language_model.rotary_emb")(x, batch["position_ids"])
             mask = create_causal_mask(config=self.helper.config.text_config, inputs_embeds=x, attention_mask=None, cache=None, position_ids=None)
@@ -311,12 +353,12 @@ def batch(mb, step, config):
     g = torch.Generator().manual_seed(config["seed"] * 7919 + step * 104729 + mb)
     rows = []
     for _ in range(config["micro_batch_size"]):
-        pixels, lengths = f.images(g, mb)
+        pixels, lengths = f.images(g, mb, config)
         ids = []
         for n in lengths:
             ids += torch.randint(0, TEXT_TOKENS, (2,), generator=g).tolist()
             ids += [VISION_START] + [IMAGE] * n + [VISION_END]
-        ids += torch.randint(0, TEXT_TOKENS, (4,), generator=g).tolist()
+        ids += torch.randint(0, TEXT_TOKENS, (config.get("text_tokens", 4),), generator=g).tolist()
         rows.append((pixels, ids))
     if len(rows) != 1:
         raise ValueError("the Hugging Face adapter runs one sample per microbatch (micro_batch_size = 1)")

@@ -1,0 +1,340 @@
+"""The executor: runs one rank's share of an mpipec plan inside the user's training loop.
+
+    from mpipec.torch import Executor, devices
+    device = devices.init()                       # under torchrun: nccl, hccl or gloo
+    plan = mpipec.torch.load_plan("OUT/plan.json")
+    groups = devices.groups(plan)                 # collective: every process calls it
+    modules = {s: build_stage(s).to(device) for s in mpipec.torch.stage_ids(plan, groups.pp_rank)}
+    ex = Executor(plan, groups.pp_rank, modules, loss_fn, groups, device=device)
+    opt = torch.optim.AdamW([p for m in modules.values() for p in m.parameters()])
+    for batch in data:                            # the user's loop, optimizer and schedule
+        losses = ex.step(microbatches(batch))     # this rank's instruction list, once
+        ex.clip_grad_norm_(1.0)                   # optional: the global norm over pp and dp
+        opt.step(); opt.zero_grad()
+
+The stage modules are the user's: any ``nn.Module`` per stage this rank holds (its own and
+every replicated stage), whose ``forward(x, batch)`` takes the previous stage's output (None
+on the model's first stage) and this microbatch's batch dict. ``loss_fn(output, batch)`` gives
+the last stage's loss of one microbatch. The gradients the step leaves are those of the mean
+loss over the step's microbatches and, with dp, over the replicas; the executor runs what the
+plan says between forward and backward: sends and receives (device tensors as they are), the
+replicated encoder's all-reduce over the pipeline group, the dp reduction. The optimizer may
+step once ``step()`` returns, or at the plan's ``optimizer_step`` through ``on_optimizer_step``.
+"""
+
+import contextlib
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import wire
+from .actions import Dir, Group, Op, PlanError, load_plan, rank_actions, replicated, stage_ids
+from .checks import check_modules
+
+
+class _Step:
+    """What one step holds between its actions."""
+
+    def __init__(self, batch, next_batch, actions):
+        self.batch, self.next_batch = batch, next_batch
+        self.acts, self.grads, self.kept = {}, {}, {}
+        self.losses, self.sends, self.pending, self.reducing, self.ahead = [], [], [], [], {}
+        self.behind = {a.key for a in actions if a.op.is_backward}
+        self.readers = _activation_readers(actions)
+        self.index = 0
+
+
+def _activation_readers(actions):
+    """How many of the step's actions read each activation: the next stage's forward, a send,
+    a backward recomputing away from its forward (it reads the previous stage's output)."""
+    here = {a.key for a in actions if a.op is Op.FORWARD}
+    readers = {}
+    for a in actions:
+        key = None
+        if a.op is Op.SEND and a.dir is Dir.ACT:
+            key = a.key
+        elif (a.op is Op.FORWARD and not a.ahead) or (a.op is Op.BACKWARD and a.key not in here):
+            key = a.input_key
+        if key is not None:
+            readers[key] = readers.get(key, 0) + 1
+    return readers
+
+
+def _batches(source, device):
+    """Microbatch index -> its batch dict on `device`, moved on first use."""
+    if source is None:
+        return None
+    cache = {}
+    get = source if callable(source) else source.__getitem__
+
+    def batch(mb):
+        if mb not in cache:
+            cache[mb] = {k: v.to(device) if torch.is_tensor(v) else v for k, v in get(mb).items()}
+        return cache[mb]
+
+    return batch
+
+
+class Executor:
+    """Runs pipeline rank `rank`'s instructions of `plan` (a path, a plan.json dict or an
+    ``mpipec.Plan``) over `modules` ({stage id: nn.Module} or a list in stage order).
+
+    groups: ``devices.groups(plan)`` (made here when None); device: where batches go (the
+    modules' device is the caller's); images(batch, lo, hi): the part of a batch an encoder
+    part encodes, for plans that split encodes by images; autocast: a dtype (torch.bfloat16,
+    torch.float16) to run forwards under ``torch.autocast``; on_optimizer_step(losses): called
+    where the plan places the optimizer step; on_action(step, index, action): called before
+    each action (progress reports).
+    Raises PlanError before any step when the plan does not fit the job or the modules.
+    """
+
+    def __init__(self, plan, rank, modules, loss_fn, groups=None, *, device=None, images=None, autocast=None,
+                 on_optimizer_step=None, on_action=None):
+        from . import devices
+
+        self.plan = load_plan(plan)
+        self.groups = groups if groups is not None else devices.groups(self.plan)
+        self.rank = self.groups.pp_rank if rank is None else rank
+        if self.rank != self.groups.pp_rank:
+            raise PlanError(f"rank {rank} was given, but this process is pipeline rank {self.groups.pp_rank} of the plan")
+        ids = stage_ids(self.plan, self.rank)
+        self.modules = dict(zip(ids, modules)) if isinstance(modules, (list, tuple)) else dict(modules)
+        self.loss_fn, self.images, self.autocast = loss_fn, images, autocast
+        self.on_optimizer_step, self.on_action = on_optimizer_step, on_action
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.m = self.plan["pipeline"]["microbatches"]
+        self.last_stage = len(self.plan["stages"]) - 1
+        self.prologue, self.actions = rank_actions(self.plan, self.rank)
+        self.region_of = {s["id"]: s["region"] for s in self.plan["stages"]}
+        check_modules(self.plan, self.rank, self.modules, self.groups)
+        self.mailbox = {}
+        # Lookahead: features encoded during a step (or the prologue) for the step after it;
+        # None until the prologue has run (or after a step that had no next batch to encode).
+        self.carried = None
+        # (stage, mb) -> (images, tokens) of each part a gathered input was made of.
+        self.slices = {}
+        # Per step: the seconds each action took, in list order.
+        self.timings = []
+        self.steps = 0
+        self._run = {
+            Op.FORWARD: self._forward, Op.BACKWARD: self._backward, Op.BACKWARD_INPUT: self._backward,
+            Op.BACKWARD_WEIGHT: self._backward, Op.SEND: self._send, Op.RECV: self._recv,
+            Op.ALL_REDUCE: self._all_reduce, Op.OPTIMIZER_STEP: self._optimizer_step,
+        }
+
+    # ---- the public surface -------------------------------------------------------------------
+
+    def step(self, microbatches, next_microbatches=None):
+        """Runs this rank's instructions once over `microbatches` (this replica's M batch dicts,
+        a sequence or a function of the microbatch index); returns the losses of the
+        microbatches whose last stage this rank runs (each unscaled, detached), else [].
+        A lookahead plan's encoder also encodes `next_microbatches`, the next step's; without
+        them the next step encodes its own first."""
+        batch, next_batch = _batches(microbatches, self.device), _batches(next_microbatches, self.device)
+        if self.carried is None:
+            self.carried = self._encode_ahead_all(self.prologue, batch)
+        st = _Step(batch, next_batch, self.actions)
+        st.acts = dict(self.carried)
+        durations = []
+        self.timings.append(durations)
+        for k, a in enumerate(self.actions):
+            started = time.perf_counter()
+            st.index = k
+            try:
+                if self.on_action is not None:
+                    self.on_action(self.steps, k, a)
+                self._run[a.op](a, st)
+            except Exception as e:
+                raise RuntimeError(f"rank {self.rank}, instruction {k} ({a}): {e}") from e
+            durations.append(time.perf_counter() - started)
+        self._flush(st)
+        for works, _ in st.pending:
+            for work in works:
+                work.wait()
+        self.carried = st.ahead if next_batch is not None or not self.prologue else None
+        self.steps += 1
+        return st.losses
+
+    def parameters(self, counted=False):
+        """The trainable parameters of this rank's stages; `counted`: only those this process
+        counts in a global sum (a replicated stage's on pipeline rank 0, each on dp replica 0)."""
+        for s, module in sorted(self.modules.items()):
+            if counted and (self.groups.dp_rank != 0 or (replicated(self.plan, s) and self.rank != 0)):
+                continue
+            yield from (p for p in module.parameters() if p.requires_grad)
+
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """Scales every gradient so that the global norm, over every pipeline and data-parallel
+        rank with replicated parameters counted once, is at most `max_norm`; returns that norm."""
+        from .clip import clip_grad_norm_
+
+        return clip_grad_norm_(self, max_norm, norm_type)
+
+    # ---- one method per op ----------------------------------------------------------------------
+
+    def _call(self, s, x, batch):
+        context = torch.autocast(self.device.type, dtype=self.autocast) if self.autocast else contextlib.nullcontext()
+        with context:
+            return self.modules[s](x, batch)
+
+    def _encode_ahead(self, a, into, batch):
+        """A lookahead encoder forward: no backward follows, its output waits for the next step."""
+        with torch.no_grad():
+            into[(a.stage, a.mb)] = self._call(a.stage, into.pop((a.stage - 1, a.mb), None), batch(a.mb))
+
+    def _encode_ahead_all(self, actions, batch):
+        into = {}
+        for a in actions:
+            self._encode_ahead(a, into, batch)
+        return into
+
+    def _part(self, a, batch):
+        """An encoder part's batch: only its images."""
+        if not a.images:
+            return batch
+        if self.images is None:
+            raise PlanError("the plan splits encodes by images; give the executor `images=` (batch, lo, hi) -> batch")
+        return self.images(batch, *a.images)
+
+    def _run_forward(self, a, st):
+        """A stage's forward on its input (none on the model's first stage): (input, output),
+        the output the scaled loss on the last stage."""
+        if a.images:
+            x = self._read(st, a.input_key)
+        else:
+            x = self._gather(st, a.stage, a.mb)
+        if x is not None:
+            x = x.detach().requires_grad_(True)
+        out = self._call(a.stage, x, self._part(a, st.batch(a.mb)))
+        if a.stage == self.last_stage:
+            loss = self.loss_fn(out, st.batch(a.mb))
+            st.losses.append(loss.detach())
+            out = loss / self.m
+        return x, out
+
+    def _forward(self, a, st):
+        if a.ahead:
+            if st.next_batch is not None:
+                self._encode_ahead(a, st.ahead, st.next_batch)
+            return
+        # Where the backward runs on another rank, nothing here needs the graph.
+        with torch.set_grad_enabled(a.key in st.behind):
+            x, out = self._run_forward(a, st)
+        if a.key in st.behind:
+            st.kept[a.key] = (x, out)
+        if a.stage != self.last_stage:
+            st.acts[a.key] = out
+
+    def _backward(self, a, st):
+        if a.key not in st.kept:
+            # Away from its forward (an encoder chunk that recomputes): the forward again from
+            # the chunk's input, received or the data itself.
+            st.kept[a.key] = self._run_forward(a, st)
+        x, out = st.kept[a.key]
+        if a.op is Op.BACKWARD_WEIGHT:
+            g = st.kept.pop(("g",) + a.key)
+            trainable = [p for p in self.modules[a.stage].parameters() if p.requires_grad]
+            if trainable:
+                torch.autograd.backward(out, g, inputs=trainable)
+            del st.kept[a.key]
+            return
+        g = None if a.stage == self.last_stage else st.grads.pop((a.stage + 1, a.mb) + a.images)
+        if a.op is Op.BACKWARD:
+            torch.autograd.backward(out, g)
+            del st.kept[a.key]
+        else:
+            st.kept[("g",) + a.key] = g
+            if x is not None and x.requires_grad:
+                torch.autograd.backward(out, g, inputs=[x], retain_graph=True)
+        if x is not None and x.grad is not None:
+            st.grads[a.key] = x.grad
+            if (a.stage, a.mb) in self.slices:
+                self._scatter(st, a.stage, a.mb, st.grads.pop((a.stage, a.mb)))
+
+    def _send(self, a, st):
+        t = (self._read(st, a.key) if a.dir is Dir.ACT else st.grads.pop(a.key)).detach().contiguous()
+        peer = self.groups.globals[a.peer]
+        st.sends += [dist.P2POp(dist.isend, wire.header(a.dir, a.stage, a.mb, t), peer), dist.P2POp(dist.isend, t, peer)]
+        # A run of sends goes out as one batch (one NCCL group call).
+        following = self.actions[st.index + 1] if st.index + 1 < len(self.actions) else None
+        if following is None or following.op is not Op.SEND:
+            self._flush(st)
+
+    def _flush(self, st):
+        if st.sends:
+            # The ops keep their tensors alive until the works are waited on.
+            st.pending.append((dist.batch_isend_irecv(st.sends), st.sends))
+            st.sends = []
+
+    def _recv(self, a, st):
+        t = self._receive(self.groups.globals[a.peer], (a.dir, a.stage, a.mb))
+        (st.acts if a.dir is Dir.ACT else st.grads)[a.key] = t
+
+    def _receive(self, peer, key):
+        """The message `key` from `peer`. Messages between two ranks arrive in the order they
+        were sent, which need not be the order this rank wants them: earlier arrivals wait in
+        a mailbox."""
+        box = self.mailbox.setdefault(peer, {})
+        while key not in box:
+            h = wire.empty(self.device)
+            dist.recv(h, peer)
+            got, t = wire.decode(h)
+            dist.recv(t, peer)
+            box[got] = t
+        return box.pop(key)
+
+    def _all_reduce(self, a, st):
+        if not a.asynchronous:
+            # What reads reduced gradients waits for the buckets still in flight.
+            self._wait_reductions(st)
+        if a.stage is not None:
+            params = [p for p in self.modules[a.stage].parameters() if p.requires_grad]
+        else:
+            params = [p for s, m in sorted(self.modules.items()) if a.region in (None, self.region_of[s])
+                      for p in m.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            if a.asynchronous:
+                st.reducing.append(dist.all_reduce(p.grad, group=self.groups.pp, async_op=True))
+            elif a.group is Group.PP:
+                dist.all_reduce(p.grad, group=self.groups.pp)
+            elif self.groups.dp is not None:
+                dist.all_reduce(p.grad, group=self.groups.dp)
+                p.grad /= self.groups.dp_size
+
+    def _wait_reductions(self, st):
+        for work in st.reducing:
+            work.wait()
+        st.reducing = []
+
+    def _optimizer_step(self, a, st):
+        self._wait_reductions(st)
+        if self.on_optimizer_step is not None:
+            self.on_optimizer_step(st.losses)
+
+    # ---- activations --------------------------------------------------------------------------
+
+    @staticmethod
+    def _read(st, key):
+        """An activation for one of its readers: it leaves `acts` with the last."""
+        st.readers[key] = st.readers.get(key, 0) - 1
+        return st.acts.pop(key, None) if st.readers[key] <= 0 else st.acts.get(key)
+
+    def _gather(self, st, s, mb):
+        """The first body stage's input when parts of the encode made it: the parts in image
+        order, concatenated along the tokens; where each part sits is kept for its gradient."""
+        keys = sorted(k for k in st.acts if len(k) == 4 and k[:2] == (s - 1, mb))
+        if not keys:
+            return self._read(st, (s - 1, mb))
+        parts = [st.acts.pop(k) for k in keys]
+        self.slices[(s, mb)] = [(k[2:], p.shape[1]) for k, p in zip(keys, parts)]
+        return torch.cat(parts, dim=1)
+
+    def _scatter(self, st, s, mb, g):
+        """The gradient of a gathered input back into one slice per part."""
+        at = 0
+        for images, size in self.slices.pop((s, mb)):
+            st.grads[(s, mb) + images] = g[:, at : at + size]
+            at += size

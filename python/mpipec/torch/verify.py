@@ -1,0 +1,262 @@
+"""The comparison `mpipec verify` runs: the plan in P processes (gloo, CPU) and the same
+microbatches in one process without pipelining; loss, every gradient at each step and every
+parameter after the last must agree (fp32: relative 1e-5 per tensor).
+
+    python -m mpipec.torch.verify --cases DIR [DIR ...]
+
+runs each directory `mpipec verify --prepare DIR` wrote (plan.json, config.json, case.json),
+one after another in this process, which imports torch (and transformers) once for all of
+them. Each case's output ends with `case DIR: ok` or `case DIR: failed`; the exit status is 1
+when one failed, 2 when torch or the adapter's packages are missing.
+"""
+
+import json
+import os
+import sys
+
+# The exit status for a missing package, which mpipec reports as a usage error, not a mismatch.
+EXIT_MISSING = 2
+if __name__ == "__main__":
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.stderr.write(
+            f"error: `{sys.executable}` cannot import torch\n"
+            "help: run `scripts/torch-env` from an mpipec checkout (it creates the cached environment `mpipec verify`\n"
+            "      finds by itself), or point --python or MPIPEC_PYTHON at a Python that has torch\n"
+        )
+        sys.exit(EXIT_MISSING)
+
+import argparse  # noqa: E402
+import multiprocessing  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from . import adapter as adapters  # noqa: E402
+from . import devices, launch  # noqa: E402
+from .actions import load_plan  # noqa: E402
+
+# verify's bar (fp32): the largest difference over the largest reference entry, per tensor.
+TOLERANCE = 1e-5
+FLOOR = 1e-6
+# A process's progress once it has run every step.
+DONE = -2
+
+
+def reference(plan, adapter, config, steps):
+    """The same microbatches in one process, without pipelining."""
+    layers = sum((s["layers"][1] - s["layers"][0]) for s in plan["stages"])
+    model = adapter.build(range(0, layers), config["kinds"], config)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
+    # Every replica's microbatches, each weighted as the dp average weighs it.
+    m = plan["pipeline"]["microbatches"] * plan["pipeline"]["dp"]
+    out = {"grads": [], "losses": []}
+    for step in range(steps):
+        total = 0.0
+        for mb in range(m):
+            b = adapter.batch(mb, step, config)
+            loss = adapter.loss(model(None, b), b) / m
+            if params:
+                loss.backward()
+            total += float(loss.detach())
+        out["losses"].append(total)
+        out["grads"].append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    out["params"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    return out
+
+
+def inject_failure(mode):
+    """MPIPE_FAIL_AT=RANK:INSTRUCTION[:MODE]'s failure: an exception (`raise`, the default), a
+    process that dies (`exit`), or one that hangs (`hang`)."""
+    if mode == "exit":
+        os._exit(3)
+    if mode == "hang":
+        time.sleep(devices.TIMEOUT.total_seconds() * 100)
+    raise RuntimeError("failure injected by MPIPE_FAIL_AT")
+
+
+def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progress):
+    torch.manual_seed(0)
+    device = devices.init("gloo", f"file://{rendezvous}", rank, world)
+    fail_at = None
+    if fail and int(fail.split(":")[0]) == rank:
+        at, mode = (fail.split(":") + ["raise"])[1:3]
+        fail_at = (int(at), mode)
+
+    def on_action(step, k, action):
+        progress[2 * rank], progress[2 * rank + 1] = step, k
+        if fail_at is not None and step == 0 and fail_at[0] == k:
+            inject_failure(fail_at[1])
+
+    try:
+        record = launch.run(plan, adapters.load(config.get("adapter", "miniature")), config, steps, device, on_action)
+        if record["dp_rank"] == 0:
+            torch.save(record, os.path.join(out_dir, f"rank{record['pp_rank']}.pt"))
+        dist.barrier()
+        dist.destroy_process_group()
+        progress[2 * rank + 1] = DONE
+    except Exception as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+def unfinished(plan, progress):
+    """A note per process that did not finish: the instruction it was at when the run ended (a
+    rank that died or hung is the one whose peers waited on it)."""
+    from .actions import Action
+
+    for c in sorted(plan["rank_map"], key=lambda c: c["global"]):
+        step, k = progress[2 * c["global"]], progress[2 * c["global"] + 1]
+        if k == DONE:
+            continue
+        if k < 0:
+            yield f"note: process {c['global']} (rank {c['pp']}) stopped before its first instruction"
+        else:
+            a = Action.from_json(plan["ranks"][c["pp"]]["instructions"][k])
+            yield f"note: process {c['global']} (rank {c['pp']}) stopped at step {step}, instruction {k} ({a})"
+
+
+def run_pipelined(plan, config, steps, out_dir):
+    """The plan in its processes, forked from this one; None, or the error lines."""
+    import torch.multiprocessing as mp
+
+    # The ranks meet through a file of this run's own, not a TCP port: a port picked free here
+    # can be taken by a concurrent run before the ranks bind it.
+    rendezvous = os.path.abspath(os.path.join(out_dir, "rendezvous"))
+    if os.path.exists(rendezvous):
+        os.remove(rendezvous)
+    world = len(plan["rank_map"])
+    # Each process's (step, instruction) before it starts one; -1 before its first.
+    progress = multiprocessing.Array("q", [-1] * 2 * world, lock=False)
+    try:
+        # fork, not spawn: the children inherit the imported, started torch (and `progress`)
+        args = (world, rendezvous, plan, config, steps, out_dir, os.environ.get("MPIPE_FAIL_AT"), progress)
+        mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
+    except Exception as e:
+        return [f"error: the pipelined run failed: {str(e).strip().splitlines()[-1]}"] + list(unfinished(plan, progress))
+    return None
+
+
+class Worst:
+    """The largest relative difference of each kind (loss, grad, param) and where it is."""
+
+    def __init__(self):
+        self.of = {kind: (0.0, 0.0, "") for kind in ("loss", "grad", "param")}
+
+    def compare(self, kind, name, a, b):
+        diff = float((a - b).abs().max()) if a.numel() else 0.0
+        # A tensor that is zero up to round-off (a key projection's bias, which softmax ignores)
+        # is measured against FLOOR, not against its own noise.
+        scale = max(float(b.abs().max()) if b.numel() else 0.0, FLOOR)
+        rel = diff / scale
+        if rel >= self.of[kind][1]:
+            self.of[kind] = (diff, rel, name)
+
+
+def compare_steps(ranks, ref, steps, worst):
+    """Each step's loss and gradients, printed; an error line when a gradient is missing."""
+    for step in range(steps):
+        pipe_loss = sum(r["losses"][step] for r in ranks if r["losses"][step] is not None)
+        worst.compare("loss", f"step {step}", torch.tensor([pipe_loss]), torch.tensor([ref["losses"][step]]))
+        merged = {}
+        for r in ranks:
+            merged.update(r["grads"][step])
+        missing = set(ref["grads"][step]) - set(merged)
+        if missing:
+            return f"error: step {step}: no pipelined gradient for {sorted(missing)[:3]}"
+        for name, g in ref["grads"][step].items():
+            worst.compare("grad", f"step {step} {name}", merged[name], g)
+        d, rel, name = worst.of["grad"]
+        print(f"step {step}: loss {pipe_loss:.6f} (single process {ref['losses'][step]:.6f}); worst gradient {name}: abs {d:.3e}, rel {rel:.3e}")
+    return None
+
+
+def write_profile(ranks, out_dir):
+    """What `mpipec verify --profile` reads back (src/sim/measured.rs)."""
+    steps_of = lambda r: [{"seconds": t, "instructions": d} for t, d in zip(r["step_seconds"], r["timings"])]
+    with open(os.path.join(out_dir, "profile.json"), "w") as f:
+        json.dump({"ranks": [{"rank": k, "steps": steps_of(r)} for k, r in enumerate(ranks)]}, f)
+
+
+def verify(plan, config, steps, out_dir, profile=False):
+    """Runs the plan in P processes and once without pipelining; compares. Each rank gets one
+    thread: P ranks share the machine's cores, as ranks own their device."""
+    try:
+        adapter = adapters.load(config.get("adapter", "miniature"))
+    except ImportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_MISSING
+    # The reference first: it pays torch's one-time start-up in this process, before the ranks
+    # fork from it. One thread, so that no OpenMP pool exists at the fork.
+    torch.set_num_threads(1)
+    ref = reference(plan, adapter, config, steps)
+    failed = run_pipelined(plan, config, steps, out_dir)
+    if failed:
+        print("\n".join(failed), file=sys.stderr)
+        return 1
+    ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(plan["pipeline"]["ranks"])]
+    worst = Worst()
+    missing = compare_steps(ranks, ref, steps, worst)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 1
+    params = {}
+    for r in ranks:
+        params.update(r["params"])
+    for name, p in ref["params"].items():
+        worst.compare("param", name, params[name], p)
+    for kind, (d, rel, name) in worst.of.items():
+        print(f"max {kind} difference: abs {d:.3e}, rel {rel:.3e} ({name})")
+    kind = max(worst.of, key=lambda k: worst.of[k][1])
+    if worst.of[kind][1] > TOLERANCE:
+        print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on loss, gradients and parameters): worst {worst.of[kind][2]}", file=sys.stderr)
+        return 1
+    print("ok: loss, gradients and parameters match the single-process run")
+    if profile:
+        write_profile(ranks, out_dir)
+    return 0
+
+
+def verify_dir(d, profile=False):
+    """The run `mpipec verify --prepare DIR` wrote into `d`: (its title, exit status)."""
+    with open(os.path.join(d, "case.json")) as f:
+        case = json.load(f)
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    return case["title"], lambda: verify(load_plan(os.path.join(d, "plan.json")), config, case["steps"], d, profile)
+
+
+def verify_cases(dirs):
+    """Every run `mpipec verify --prepare DIR` wrote, one after another in this process, each
+    between its title and a `case DIR: ok|failed` line."""
+    failed = 0
+    for d in dirs:
+        title, run = verify_dir(d)
+        print(title, flush=True)
+        status = run()
+        print(f"case {d}: {'ok' if status == 0 else 'failed'}", flush=True)
+        sys.stderr.flush()
+        if status == EXIT_MISSING:
+            return EXIT_MISSING
+        failed += status != 0
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    runs = ap.add_mutually_exclusive_group(required=True)
+    runs.add_argument("--cases", nargs="+", metavar="DIR", help="the runs `mpipec verify --prepare DIR` wrote")
+    runs.add_argument("--run", metavar="DIR", help="one such run, as `mpipec verify` starts it")
+    ap.add_argument("--profile", action="store_true", help="with --run: write each instruction's time to DIR/profile.json")
+    a = ap.parse_args(argv)
+    sys.exit(verify_cases(a.cases) if a.cases else verify_dir(a.run, a.profile)[1]())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""mpipec.torch as a library, in 2 processes (gloo, CPU): what tests/verify.rs asserts.
+
+    python executor_check.py A B C    (OUT directories of `mpipec build --target torch`)
+
+A: a 2-rank transpose plan with a trainable replicated encoder; B: another 2-rank plan of the
+same model; C: a plan of 4 ranks. Each process, in one job:
+- bad input, each a PlanError on every process before any step: C's world size, A with tp = 2,
+  a stage module missing on one rank, a replicated encoder that differs on one rank;
+- trains A 4 steps with AdamW and the global-norm clip; then again, 2 steps, a checkpoint,
+  fresh modules and optimizer loaded from it, steps 3-4: losses and parameters bit-identical;
+- loading that checkpoint into B's executor: refused naming the stages that differ;
+- one step under bf16 autocast, and one with bf16 modules and fp32 master weights.
+The parent checks the clip's global norm against one process's gradients. Prints `ok`.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from mpipec.torch import Executor, MasterWeights, PlanError, load_checkpoint, load_plan, save_checkpoint, stage_ids  # noqa: E402
+from mpipec.torch import devices, miniature  # noqa: E402
+from mpipec.torch.adapter import stage_modules  # noqa: E402
+from mpipec.torch.verify import reference  # noqa: E402
+
+STEPS = 4
+
+
+def load(out):
+    with open(os.path.join(out, "torch", "config.json")) as f:
+        return load_plan(os.path.join(out, "plan.json")), json.load(f)
+
+
+def refusal(make):
+    try:
+        make()
+    except PlanError as e:
+        return str(e)
+    return None
+
+
+def bad_input(plan, config, other_world, groups, device):
+    """The message of each refusal, in order."""
+    tp2 = dict(plan, pipeline=dict(plan["pipeline"], tp=2))
+    out = [refusal(lambda: devices.groups(other_world)), refusal(lambda: devices.groups(tp2))]
+    modules = fresh(plan, config, groups, device)
+    if groups.pp_rank == 1:
+        modules.pop(max(modules))
+    out.append(refusal(lambda: Executor(plan, None, modules, miniature.loss, groups)))
+    modules = fresh(plan, config, groups, device)
+    if groups.pp_rank == 1:
+        with torch.no_grad():
+            next(modules[0].parameters()).add_(1e-3)
+    out.append(refusal(lambda: Executor(plan, None, modules, miniature.loss, groups)))
+    return out
+
+
+def fresh(plan, config, groups, device):
+    return stage_modules(miniature, plan, stage_ids(plan, groups.pp_rank), config, device)
+
+
+class Run:
+    """An executor over fresh modules with AdamW, clipping at 0.5 every step."""
+
+    def __init__(self, plan, config, groups, device, **kw):
+        self.plan, self.config = plan, config
+        self.modules = fresh(plan, config, groups, device)
+        self.ex = Executor(plan, None, self.modules, miniature.loss, groups, device=device, **kw)
+        self.opt = torch.optim.AdamW(list(self.ex.parameters()), lr=1e-3)
+        self.losses, self.norms = [], []
+
+    def batches(self, step):
+        return lambda j: miniature.batch(j, step, self.config)
+
+    def steps(self, first, last):
+        for step in range(first, last):
+            self.losses.append([float(l) for l in self.ex.step(self.batches(step), self.batches(step + 1))])
+            self.norms.append(float(self.ex.clip_grad_norm_(0.5)))
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+    def params(self):
+        return {f"{s}.{n}": p.detach().clone() for s, m in self.modules.items() for n, p in m.named_parameters()}
+
+
+def precision(plan, config, groups, device):
+    """(bf16 autocast's first loss, bf16 + master weights' first loss and dtypes, whether the
+    bf16 parameters moved)."""
+    auto = Run(plan, config, groups, device, autocast=torch.bfloat16)
+    auto.steps(0, 1)
+    low = Run(plan, config, groups, device, autocast=torch.bfloat16)
+    for m in low.modules.values():
+        m.to(torch.bfloat16)
+    masters = MasterWeights(low.ex.parameters())
+    opt = torch.optim.AdamW(masters.parameters(), lr=1e-2)
+    before = low.params()
+    losses = low.ex.step(low.batches(0))
+    masters.step(opt)
+    moved = any(not torch.equal(before[k], v) for k, v in low.params().items())
+    dtypes = sorted({str(p.dtype) for p in low.ex.parameters()} | {str(p.dtype) for p in masters.parameters()})
+    return auto.losses[0], [float(l) for l in losses], dtypes, moved
+
+
+def worker(rank, world, rendezvous, outs, scratch):
+    torch.manual_seed(0)
+    device = devices.init("gloo", f"file://{rendezvous}", rank, world)
+    plan, config = load(outs[0])
+    other, other_config = load(outs[1])
+    groups = devices.groups(plan)
+    result = {"refusals": bad_input(plan, config, load(outs[2])[0], groups, device)}
+    whole = Run(plan, config, groups, device)
+    whole.steps(0, STEPS)
+    first = Run(plan, config, groups, device)
+    first.steps(0, 2)
+    save_checkpoint(first.ex, os.path.join(scratch, "ckpt"), first.opt, step=2)
+    resumed = Run(plan, config, groups, device)
+    step, _ = load_checkpoint(resumed.ex, os.path.join(scratch, "ckpt"), resumed.opt)
+    resumed.steps(step, STEPS)
+    result.update(losses=whole.losses, norms=whole.norms, resumed=first.losses + resumed.losses,
+                  same_params=all(torch.equal(a, b) for a, b in zip(whole.params().values(), resumed.params().values())))
+    other_groups = devices.groups(other)
+    other_ex = Executor(other, None, fresh(other, other_config, other_groups, device), miniature.loss, other_groups)
+    result["other_plan"] = refusal(lambda: load_checkpoint(other_ex, os.path.join(scratch, "ckpt")))
+    result["precision"] = precision(plan, config, groups, device)
+    torch.save(result, os.path.join(scratch, f"rank{rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def expect(condition, what):
+    if not condition:
+        raise SystemExit(f"error: {what}")
+
+
+def check(results, plan, config):
+    r0, r1 = results
+    for r in results:
+        world, tp, missing, differs = r["refusals"]
+        expect(world and "the plan has 4 ranks" in world and "this job has 2 processes" in world, f"world size: {world}")
+        expect(tp and "tp = 2" in tp and "--target megatron" in tp, f"tp: {tp}")
+        expect(missing and "process 1 (pp 1, dp 0): no module for stage(s)" in missing, f"missing module: {missing}")
+        expect(differs and "replicated stage 0 (region `enc`) differs between pp 0 dp 0 and pp 1 dp 0" in differs, f"encoder: {differs}")
+        expect(r["other_plan"] and "was written for another plan" in r["other_plan"] and "stage 0:" in r["other_plan"],
+               f"other plan: {r['other_plan']}")
+    last = r1 if r1["losses"][0] else r0
+    expect(last["losses"] == last["resumed"], f"resumed losses {last['resumed']} != {last['losses']}")
+    expect(r0["same_params"] and r1["same_params"], "resumed parameters differ from the uninterrupted run's")
+    ref = reference(plan, miniature, config, 1)
+    norm = float(torch.cat([g.flatten() for g in ref["grads"][0].values()]).norm())
+    expect(abs(r0["norms"][0] - norm) <= 1e-5 * norm and r0["norms"] == r1["norms"], f"global norm {r0['norms'][0]} != {norm}")
+    auto, low, dtypes, moved = last["precision"]
+    fp32 = sum(last["losses"][0])
+    for name, losses in (("autocast", auto), ("master weights", low)):
+        expect(abs(sum(losses) - fp32) <= 3e-2 * fp32, f"bf16 {name} loss {sum(losses)} far from fp32 {fp32}")
+    expect(dtypes == ["torch.bfloat16", "torch.float32"] and moved, f"master weights: {dtypes}, moved {moved}")
+    print(f"global norm {norm:.6f}; losses {[round(sum(l), 6) for l in last['losses']]}; bf16 {sum(auto):.6f}, masters {sum(low):.6f}")
+
+
+def main(outs):
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as scratch:
+        rendezvous = os.path.join(scratch, "rendezvous")
+        mp.start_processes(worker, args=(2, rendezvous, outs, scratch), nprocs=2, join=True, start_method="fork")
+        results = [torch.load(os.path.join(scratch, f"rank{r}.pt")) for r in range(2)]
+        expect(not os.path.exists(os.path.join(scratch, "ckpt.partial")), "a staging directory was left behind")
+    check(results, *load(outs[0]))
+    print("ok")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
