@@ -179,6 +179,7 @@ enum Command {
         #[arg(long)]
         compare: bool,
         /// Also run the schedule on this many batches drawn from the image-token distribution
+        /// (with --compare, every baseline's too), and time deriving a plan for one batch
         #[arg(long, value_parser = at_least_one)]
         samples: Option<u64>,
         /// Seed of the draw
