@@ -118,6 +118,20 @@ fn means(name: &str, histogram: &[(u64, f64)], samples: usize, full: bool) -> (f
     (fixed / n, placed / n)
 }
 
+/// The mean gain of adaptive over static across `mixes`, `samples` batches each.
+fn mean_gain(name: &str, mixes: &[&[(u64, f64)]], samples: usize, full: bool) -> f64 {
+    let gains: Vec<f64> = mixes
+        .iter()
+        .map(|m| {
+            let (fixed, placed) = means(name, m, samples, full);
+            fixed / placed
+        })
+        .collect();
+    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
+    println!("{name} mean gain {mean:.4}x over {gains:?}");
+    mean
+}
+
 /// The paper_small mixes of issue 25's table (held out: nothing was tuned on them).
 #[test]
 fn held_out_mixes_on_paper_small() {
@@ -125,16 +139,8 @@ fn held_out_mixes_on_paper_small() {
         &[(32768, 3.0), (24576, 3.0), (16384, 2.0), (8192, 1.0), (0, 1.0)],
         &[(32768, 4.0), (16384, 2.0), (8192, 2.0), (4096, 1.0), (0, 3.0)],
     ];
-    let gains: Vec<f64> = mixes
-        .iter()
-        .map(|m| {
-            let (fixed, placed) = means("paper_small.mpipe", m, 16, true);
-            fixed / placed
-        })
-        .collect();
-    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
-    println!("paper_small mean gain {mean:.4}x");
-    assert!(mean >= 1.015, "{gains:?}");
+    let mean = mean_gain("paper_small.mpipe", &mixes, 16, true);
+    assert!(mean >= 1.015, "{mean}");
 }
 
 /// The paper_512 mixes of issue 25's table, fewer batches: each costs a lowering of 512 ranks.
@@ -142,14 +148,6 @@ fn held_out_mixes_on_paper_small() {
 fn held_out_mixes_on_paper_512() {
     let mixes: [&[(u64, f64)]; 2] =
         [&[(16384, 2.0), (12288, 1.0), (8192, 1.0)], &[(16384, 3.0), (12288, 3.0), (8192, 2.0), (4096, 1.0), (0, 1.0)]];
-    let gains: Vec<f64> = mixes
-        .iter()
-        .map(|m| {
-            let (fixed, placed) = means("paper_512.mpipe", m, 6, false);
-            fixed / placed
-        })
-        .collect();
-    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
-    println!("paper_512 mean gain {mean:.4}x");
-    assert!(mean >= 1.05, "{gains:?}");
+    let mean = mean_gain("paper_512.mpipe", &mixes, 6, false);
+    assert!(mean >= 1.05, "{mean}");
 }
