@@ -291,6 +291,21 @@ fn build_writes_plan_files_deterministically() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The torch target writes its Python package beside the launcher: the `wrote` line counts the
+/// package's files instead of naming each of them.
+#[test]
+fn build_counts_the_files_of_a_package_folder() {
+    let dir = temp_dir("wrote");
+    let o = mpipec(&["build", "examples/llm_1f1b.mpipe", "--target", "torch", "-o", dir.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let line = stderr(&o).lines().find(|l| l.starts_with("wrote ")).unwrap_or_default().to_string();
+    let files = common::files_under(&dir.join("torch/python"), "py").len();
+    assert!(files > 4, "{files} files under torch/python");
+    assert!(line.contains(&format!("torch/python/ ({files} files)")), "{line}");
+    assert!(line.contains("torch/launch.sh") && !line.contains("executor.py"), "{line}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--plan-format` picks the encoding; a rebuild in the other one leaves no stale plan behind,
 /// and the torch launcher passes whichever plan the build wrote.
 #[test]

@@ -42,11 +42,35 @@ pub struct Request<'a> {
 pub fn run(global: &Global, plan: &Path, request: &Request) -> u8 {
     match build(global, plan, request, &mut Reporter::new(global)) {
         Ok(names) => {
-            eprintln!("wrote {} ({})", request.out.display(), names.join(", "));
+            eprintln!("wrote {} ({})", request.out.display(), summary(&names));
             0
         }
         Err(status) => status,
     }
+}
+
+/// The files written, as the `wrote` line names them: a folder two levels down holding more
+/// than four of them (the torch target's Python package) as `folder/ (N files)` in the place
+/// of its first file, so the line stays one a person reads.
+fn summary(names: &[String]) -> String {
+    let folder = |name: &str| {
+        let parts: Vec<&str> = name.splitn(3, '/').collect();
+        (parts.len() == 3).then(|| format!("{}/{}/", parts[0], parts[1]))
+    };
+    let mut counts = std::collections::BTreeMap::new();
+    for f in names.iter().filter_map(|n| folder(n)) {
+        *counts.entry(f).or_insert(0usize) += 1;
+    }
+    let mut shown = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for name in names {
+        match folder(name).filter(|f| counts[f] > 4) {
+            Some(f) if seen.insert(f.clone()) => shown.push(format!("{f} ({} files)", counts[&f])),
+            Some(_) => {}
+            None => shown.push(name.clone()),
+        }
+    }
+    shown.join(", ")
 }
 
 /// The whole build, from reading the plan to the last output in place: what `mpipec build`
