@@ -602,7 +602,8 @@ fn sim_ir_gives_the_report_and_the_plan_in_one_run() {
 }
 
 /// `sim --samples N --compare` runs every baseline of `--compare` on the same drawn batches,
-/// each as one static schedule; the plan's own row is what `--samples` alone reports.
+/// each as one static schedule; the plan's own rows (static and adaptive) are what `--samples`
+/// alone reports.
 #[test]
 fn sim_samples_report_every_baseline_on_the_same_batches() {
     let plan = "examples/vlm_zero_bubble.mpipe";
@@ -626,11 +627,17 @@ fn sim_samples_report_every_baseline_on_the_same_batches() {
         assert!(at("p50_s") <= at("p95_s") && at("p95_s") <= at("max_s") && b["samples"] == 6, "{b}");
     }
     assert!(both["samples"]["derive_s"].as_f64().unwrap() > 0.0);
+    // Adaptive keeps the faster of its own and the static schedule on every batch.
+    let adaptive = &both["samples"]["adaptive"];
+    assert!(adaptive["mean_s"].as_f64().unwrap() <= both["samples"]["mean_s"].as_f64().unwrap(), "{adaptive}");
+    assert!(adaptive["max_s"].as_f64().unwrap() <= both["samples"]["max_s"].as_f64().unwrap(), "{adaptive}");
+    assert!(both["samples"]["adaptive_derive_s"].as_f64().unwrap() > 0.0);
     let table = stdout(&mpipec(&["sim", plan, "--samples", "4", "--compare"]));
     for name in names {
         assert!(table.lines().any(|l| l.trim_start().starts_with(name) && l.ends_with('x')), "{name}: {table}");
     }
     assert!(table.contains("deriving a plan for one batch takes"), "{table}");
+    assert!(table.lines().any(|l| l.trim_start().starts_with("this plan, adaptive") && l.ends_with('x')), "{table}");
 }
 
 /// A plan path of `-` reads standard input: the same plan as from its file, diagnostics naming

@@ -60,7 +60,7 @@ pub fn run(global: &Global, plan: &Path, format: Format, compare: bool, samples:
         report.compare = mpipe::explore::compare::compare(&spec, report.step_time_s);
     }
     reporter.finish();
-    let sampled = samples.map(|(n, seed)| sample(&spec, &built.derived, n, seed, compare));
+    let sampled = samples.map(|(n, seed)| sample(&spec, &built, n, seed, compare));
     match format {
         Format::Table => print_table(&spec, &built.derived.ir, simulation, &report, sampled.as_ref()),
         Format::Json | Format::JsonWithIr => print_json(&report, sampled.as_ref(), &built.derived.ir, format),
@@ -68,15 +68,20 @@ pub fn run(global: &Global, plan: &Path, format: Format, compare: bool, samples:
     0
 }
 
-/// What `--samples` reports: the plan's static schedule on the drawn batches, what deriving a
-/// schedule for one batch costs, and with `--compare` each baseline on the same batches.
+/// What `--samples` reports: the plan's static schedule on the drawn batches, the same plan with
+/// its owner map re-derived for each batch (`owner adaptive`: the faster of the two per batch),
+/// what deriving costs, and with `--compare` each baseline on the same batches.
 #[derive(serde::Serialize)]
 struct Sampled {
     #[serde(flatten)]
     plan: Stats,
+    adaptive: Stats,
     /// Median wall-clock seconds of deriving, lowering and validating a plan for one drawn batch
     /// (up to `TIMED` of them): what re-deriving every step would cost.
     derive_s: f64,
+    /// Median wall-clock seconds of `adaptive::for_batch` over every drawn batch: what adaptive
+    /// costs each step.
+    adaptive_derive_s: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     compare: Vec<mpipe::explore::samples::Baseline>,
 }
@@ -85,25 +90,35 @@ struct Sampled {
 /// seconds, and its spread is small.
 const TIMED: usize = 3;
 
-fn sample(spec: &mpipe::plan::Plan, derived: &mpipe::derive::Derived, n: usize, seed: u64, compare: bool) -> Sampled {
+fn sample(spec: &mpipe::plan::Plan, built: &mpipe::built::Built, n: usize, seed: u64, compare: bool) -> Sampled {
     use mpipe::explore::samples;
     let batches = samples::draw(spec, n, seed);
+    let derive = timed(batches.iter().take(TIMED), |tokens| {
+        let _ = mpipe::driver::build(&mpipe::adaptive::batch_of(spec, tokens));
+    });
+    let mut steps = Vec::new();
+    let adaptive_derive =
+        timed(batches.iter(), |tokens| steps.push(mpipe::adaptive::for_batch(built, tokens).step_s()));
+    Sampled {
+        plan: samples::static_schedule(spec, &built.derived, &batches),
+        adaptive: samples::stats(steps),
+        derive_s: derive,
+        adaptive_derive_s: adaptive_derive,
+        compare: if compare { samples::baselines(spec, &batches) } else { Vec::new() },
+    }
+}
+
+/// The median wall-clock seconds of `work` over `batches`.
+fn timed<'a>(batches: impl Iterator<Item = &'a Vec<u64>>, mut work: impl FnMut(&[u64])) -> f64 {
     let mut times: Vec<f64> = batches
-        .iter()
-        .take(TIMED)
         .map(|tokens| {
-            let batch = samples::with_tokens(spec, tokens);
             let start = std::time::Instant::now();
-            let _ = mpipe::driver::build(&batch);
+            work(tokens);
             start.elapsed().as_secs_f64()
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    Sampled {
-        plan: samples::static_schedule(spec, derived, &batches),
-        derive_s: times[times.len() / 2],
-        compare: if compare { samples::baselines(spec, &batches) } else { Vec::new() },
-    }
+    times[times.len() / 2]
 }
 
 fn print_table(
@@ -120,13 +135,16 @@ fn print_table(
     }
 }
 
-/// The sampled batches' step times, the plan's static schedule first, then each baseline's.
+/// The sampled batches' step times: the plan's static schedule first, then the plan adaptive,
+/// then each baseline's static schedule, with its mean against the static plan's.
 fn samples_table(s: &Sampled) -> String {
     let mut out = format!(
-        "\nacross {} sampled batches, each schedule static:\n  {:<22} {:>10} {:>10} {:>10} {:>10}\n",
+        "\nacross {} sampled batches:\n  {:<22} {:>10} {:>10} {:>10} {:>10}\n",
         s.plan.samples, "", "mean", "p50", "p95", "max"
     );
-    let rows = std::iter::once(("this plan", &s.plan)).chain(s.compare.iter().map(|b| (b.name, &b.stats)));
+    let rows = [("this plan, static", &s.plan), ("this plan, adaptive", &s.adaptive)]
+        .into_iter()
+        .chain(s.compare.iter().map(|b| (b.name, &b.stats)));
     for (name, x) in rows {
         let _ = writeln!(
             out,
@@ -138,7 +156,12 @@ fn samples_table(s: &Sampled) -> String {
             if std::ptr::eq(x, &s.plan) { String::new() } else { format!("   {:.3}x", x.mean_s / s.plan.mean_s) }
         );
     }
-    let _ = writeln!(out, "deriving a plan for one batch takes {} (median of up to {TIMED})", seconds(s.derive_s));
+    let _ = writeln!(
+        out,
+        "deriving a plan for one batch takes {} (median of up to {TIMED}); adaptive re-placing its encoder work {}",
+        seconds(s.derive_s),
+        seconds(s.adaptive_derive_s)
+    );
     out
 }
 

@@ -5,11 +5,10 @@
 
 use serde::Serialize;
 
+use crate::adaptive;
 use crate::cost::model::CostModel;
 use crate::derive::Derived;
-use crate::ir::interpret;
 use crate::plan::Plan;
-use crate::sim::costs::ModelDurations;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stats {
@@ -20,7 +19,8 @@ pub struct Stats {
     pub max_s: f64,
 }
 
-fn stats(mut times: Vec<f64>) -> Stats {
+/// The statistics of one schedule's step times over the sampled batches.
+pub fn stats(mut times: Vec<f64>) -> Stats {
     times.sort_by(f64::total_cmp);
     let n = times.len();
     let at = |q: f64| times[((q * (n - 1) as f64).round() as usize).min(n - 1)];
@@ -63,23 +63,11 @@ pub fn draw(plan: &Plan, n: usize, seed: u64) -> Vec<Vec<u64>> {
         .collect()
 }
 
-/// `plan` with one batch's per-microbatch image tokens.
-pub fn with_tokens(plan: &Plan, tokens: &[u64]) -> Plan {
-    let mut p = plan.clone();
-    p.batch.image_tokens = tokens.to_vec();
-    p
-}
-
 /// The static schedule `derived` run on each batch.
 pub fn static_schedule(plan: &Plan, derived: &Derived, batches: &[Vec<u64>]) -> Stats {
     let times = batches
         .iter()
-        .map(|tokens| {
-            let batch = with_tokens(plan, tokens);
-            let model = CostModel::new(&batch);
-            let costs = ModelDurations::new(&model, &derived.ir);
-            interpret::run(&derived.ir, &costs).map(|t| t.makespan()).unwrap_or(f64::INFINITY)
-        })
+        .map(|tokens| adaptive::makespan(derived, &CostModel::new(&adaptive::batch_of(plan, tokens))))
         .collect();
     stats(times)
 }
@@ -109,7 +97,7 @@ pub fn per_batch(plan: &Plan, batches: &[Vec<u64>]) -> Stats {
     let times = batches
         .iter()
         .map(|tokens| {
-            let p = with_tokens(plan, tokens);
+            let p = adaptive::batch_of(plan, tokens);
             crate::driver::build(&p).map_or(f64::INFINITY, |built| built.evaluate().report.step_time_s)
         })
         .collect();
