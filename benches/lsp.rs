@@ -37,11 +37,7 @@ fn change(c: &mut Criterion) {
     for path in examples() {
         let text = std::fs::read_to_string(&path).unwrap();
         let uri = format!("file://{}", path.display());
-        let mut client = Client::start(&cache);
-        client.initialize(json!({"diagnosticsDelayMs": 3_600_000}));
-        client.open(&uri, &text);
-        let (_, checked) = client.published();
-        assert!(checked.iter().all(|d| d["severity"] != 1), "{} does not check: {checked:?}", path.display());
+        let mut client = opened(&cache, 3_600_000, &uri, &text);
         // Opening builds at once; let that finish before timing changes.
         let _ = client.published();
         let mut version = 1;
@@ -67,16 +63,23 @@ fn change(c: &mut Criterion) {
 }
 
 /// `method` at `line`:`character` of the open paper_512, timed over stdio while it builds.
+/// A language server (its cache in `cache`) with `text` open at `uri`, after the check that
+/// opening publishes, which must find no error: the benches time a plan that checks.
+fn opened(cache: &std::path::Path, delay_ms: u64, uri: &str, text: &str) -> Client {
+    let mut client = Client::start(cache);
+    client.initialize(json!({"diagnosticsDelayMs": delay_ms}));
+    client.open(uri, text);
+    let (_, checked) = client.published();
+    assert!(checked.iter().all(|d| d["severity"] != 1), "{uri} does not check: {checked:?}");
+    client
+}
+
 fn during_build(c: &mut Criterion) {
     let cache = std::env::temp_dir().join(format!("mpipec-lsp-bench-build-{}", std::process::id()));
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/paper_512.mpipe");
     let text = std::fs::read_to_string(&path).unwrap();
     let uri = format!("file://{}", path.display());
-    let mut client = Client::start(&cache);
-    client.initialize(json!({"diagnosticsDelayMs": 0}));
-    client.open(&uri, &text);
-    let (_, checked) = client.published();
-    assert!(checked.iter().all(|d| d["severity"] != 1), "paper_512 does not check: {checked:?}");
+    let mut client = opened(&cache, 0, &uri, &text);
     let mut group = c.benchmark_group("lsp request while paper_512 builds");
     group.measurement_time(Duration::from_secs(5));
     let requests = [

@@ -14,6 +14,17 @@ use std::process::{Command, Output};
 
 use common::{root, torch_python as python, torch_turn as turn};
 
+/// `script` (a path in the repository) run by the torch Python over the build folders `outs`,
+/// in its turn among the torch runs; `scratch`, which holds the folders, is removed afterwards.
+fn python_over(script: &str, outs: &[std::path::PathBuf], scratch: &std::path::Path) -> Output {
+    let run = {
+        let _turn = turn();
+        Command::new(python()).arg(root().join(script)).args(outs).output().unwrap()
+    };
+    let _ = std::fs::remove_dir_all(scratch);
+    run
+}
+
 fn verify(plan: &str, procs: u64, sets: &[String], env: &[(&str, &str)]) -> Output {
     verify_with(plan, &["--procs", &procs.to_string()], sets, env)
 }
@@ -400,11 +411,7 @@ fn schedule_csv_runs_under_torch_pipelining() {
             outs.push(out_dir);
         }
     }
-    let run = {
-        let _turn = turn();
-        Command::new(python()).arg(root().join("tests/verify/torch_schedule.py")).args(&outs).output().unwrap()
-    };
-    let _ = std::fs::remove_dir_all(&scratch);
+    let run = python_over("tests/verify/torch_schedule.py", &outs, &scratch);
     let stdout = String::from_utf8_lossy(&run.stdout);
     let ok = outs.iter().all(|o| stdout.lines().any(|l| l == format!("{}: ok", o.display())));
     assert!(run.status.success() && ok, "{stdout}{}", String::from_utf8_lossy(&run.stderr));
@@ -494,11 +501,7 @@ fn executor_library_trains_clips_resumes_and_refuses_bad_input() {
         build_torch(plan, "auto", &out, &sets);
         outs.push(out);
     }
-    let run = {
-        let _turn = turn();
-        Command::new(python()).arg(root().join("tests/python/executor_check.py")).args(&outs).output().unwrap()
-    };
-    let _ = std::fs::remove_dir_all(&scratch);
+    let run = python_over("tests/python/executor_check.py", &outs, &scratch);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success() && stdout.lines().any(|l| l == "ok"),
