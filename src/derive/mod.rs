@@ -8,6 +8,7 @@
 pub mod choose;
 pub mod critical;
 pub mod folded;
+pub mod nearest;
 pub mod order;
 pub mod owner;
 pub mod placement;
