@@ -51,11 +51,6 @@ pub struct EncoderEstimates {
     pub bounds: transpose::Bounds,
 }
 
-/// Chooses what the plan leaves open, then lowers the plan with those choices.
-pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
-    lower(&choose::choose(plan, costs), costs)
-}
-
 /// The per-rank lists of a resolved plan: a function of the plan and its choices alone.
 pub fn lower(resolved: &Resolved, costs: &dyn Costs) -> Derived {
     let plan = resolved.effective();
