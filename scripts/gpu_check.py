@@ -6,6 +6,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -60,23 +61,27 @@ def config():
                 vision=VISION, text=TEXT, grids=[GRID], text_tokens=text, attention="sdpa")
 
 
-def cuda_time(fn, repeats=5):
-    """Median seconds of fn() on the GPU, after two warm-up calls."""
+def timed(fn, device, repeats=5):
+    """Median seconds of fn() on `device` after two warm-up calls: CUDA events on a GPU, the wall
+    clock elsewhere (the CPU smoke run of this script's code paths)."""
     times = []
     for k in range(repeats + 2):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
+        if device.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            seconds = cuda_time_since(start)
+        else:
+            begin = time.perf_counter()
+            fn()
+            seconds = time.perf_counter() - begin
         if k >= 2:
-            times.append(start.elapsed_time(end) * 1e-3)
+            times.append(seconds)
     return statistics.median(times)
 
 
-def measured(c):
+def measured(c, device):
     """Forward and backward seconds of the vision block's stage and the decoder layer's, bf16."""
-    device = torch.device("cuda")
     stages = [hf.build(range(0, 1), c["kinds"], c).to(device, torch.bfloat16), hf.build(range(1, 2), c["kinds"], c).to(device, torch.bfloat16)]
     batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in hf.batch(0, 0, c).items()}
     batch["pixel_values"] = batch["pixel_values"].to(torch.bfloat16)
@@ -84,8 +89,8 @@ def measured(c):
     runs = [lambda: stages[0](None, batch), lambda: hf.loss(stages[1](features.requires_grad_(True), batch), batch)]
     out = []
     for run in runs:
-        forward = cuda_time(run)
-        backward = cuda_time(lambda: run().float().sum().backward()) - forward
+        forward = timed(run, device)
+        backward = timed(lambda: run().float().sum().backward(), device) - forward
         out.append((forward, backward))
     return out
 
@@ -132,7 +137,7 @@ def main(mpipec):
     out = tempfile.mkdtemp(prefix="mpipec-gpu-check-")
     model, step = predicted(mpipec, hw, out)
     c = config()
-    got = measured(c)
+    got = measured(c, torch.device("cuda"))
     print(f"{name} as std::hardware::{hw}; torch {torch.__version__}; bf16; Qwen2.5-VL-7B sizes, seq {SEQ}, one {GRID[1] * 14} px image")
     print(f"{'layer':<34} {'fwd measured':>13} {'fwd model':>10} {'bwd measured':>13} {'bwd model':>10}")
     for label, (mf, mb), (pf, pb) in zip(("vision block (+ patch embed, merger)", "decoder layer (+ embed, head, loss)"), got, model):
