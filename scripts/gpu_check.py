@@ -95,6 +95,35 @@ def measured(c, device):
     return out
 
 
+# The 7B decoder layer's matrix multiplies (name, output features, input features) and the token
+# counts a microbatch brings: small and skinny products are where a single efficiency is wrong.
+GEMMS = [("qkv", 3584 + 2 * 512, 3584), ("attn out", 3584, 3584), ("gate+up", 2 * 18944, 3584), ("down", 3584, 18944),
+         ("vision qkv", 3 * 1280, 1280), ("vision mlp", 3420, 1280)]
+TOKENS = [256, 1024, 2048, 8192]
+# Causal attention's sequence lengths, 28 heads of 128 as the 7B decoder.
+ATTENTION = [2048, 8192, 32768]
+PEAK_BF16 = {"h200_sxm": 989.5e12, "h100_sxm": 989.5e12, "a100_sxm_80gb": 312e12}
+
+
+def kernels(hw, device):
+    """Measured bf16 throughput of the layers' matrix multiplies and of causal attention (SDPA),
+    as a fraction of the datasheet's dense peak that std::hardware declares."""
+    peak = PEAK_BF16[hw]
+    print(f"{'kernel':<22} {'tokens':>7} {'TFLOP/s':>8} {'of peak':>8}")
+    for name, n, k in GEMMS:
+        w = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        for m in TOKENS:
+            x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+            rate = 2 * m * n * k / timed(lambda: x @ w.t(), device, repeats=20)
+            print(f"{name:<22} {m:>7} {rate * 1e-12:>8.1f} {rate / peak:>8.1%}")
+    for seq in ATTENTION:
+        q, kk, v = (torch.randn(1, 28, seq, 128, device=device, dtype=torch.bfloat16) for _ in range(3))
+        seconds = timed(lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=True), device, repeats=10)
+        # Causal: half of the 4 * seq^2 * head_dim * heads multiply-adds of full attention.
+        rate = 2 * seq * seq * 128 * 28 / seconds
+        print(f"{'causal attention':<22} {seq:>7} {rate * 1e-12:>8.1f} {rate / peak:>8.1%}")
+
+
 def pipeline_worker(rank, rendezvous, plan_path, c, result):
     os.environ["LOCAL_RANK"] = str(rank)
     device = devices.init("nccl", f"file://{rendezvous}", rank, 2)
@@ -142,6 +171,7 @@ def main(mpipec):
     print(f"{'layer':<34} {'fwd measured':>13} {'fwd model':>10} {'bwd measured':>13} {'bwd model':>10}")
     for label, (mf, mb), (pf, pb) in zip(("vision block (+ patch embed, merger)", "decoder layer (+ embed, head, loss)"), got, model):
         print(f"{label:<34} {mf * 1e3:>10.2f} ms {pf * 1e3:>7.2f} ms {mb * 1e3:>10.2f} ms {pb * 1e3:>7.2f} ms")
+    kernels(hw, torch.device("cuda"))
     if torch.cuda.device_count() < 2:
         print("one GPU: the 2-rank pipeline needs two")
         return
