@@ -54,7 +54,7 @@ fn lowered<'p>(resolved: Resolved<'p>, costs: CostModel<'p>) -> Result<Built<'p>
     if !problems.is_empty() {
         return Err(InvalidPlan {
             problems: problems.iter().map(|e| format!("the resolved plan: {}", e.to_diagnostic().message)).collect(),
-            dump: resolved.describe().join("\n"),
+            dump: format!("choices:\n{}", resolved.describe().join("\n")),
         });
     }
     let derived = derive::lower(&resolved, &costs);

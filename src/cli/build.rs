@@ -140,7 +140,8 @@ fn guard(
     Ok(Ticker::start("building", estimate.seconds))
 }
 
-/// A derived plan the validator rejected: a compiler bug, reported with a dump.
+/// A resolved plan the checker rejected, or derived lists the validator rejected: a compiler
+/// bug, reported with a dump (the choices, or the lists).
 pub fn internal_error(invalid: &mpipe::driver::InvalidPlan) -> u8 {
     eprintln!(
         "error: internal compiler error: the derived plan failed validation ({} problems)",
@@ -150,7 +151,7 @@ pub fn internal_error(invalid: &mpipe::driver::InvalidPlan) -> u8 {
         eprintln!("  - {p}");
     }
     eprintln!(
-        "note: this is a bug in mpipec {}; nothing was written. The derived lists follow:\n{}",
+        "note: this is a bug in mpipec {}; nothing was written. What was derived follows:\n{}",
         mpipe::VERSION,
         invalid.dump
     );
