@@ -206,12 +206,14 @@ def latest(directory):
 
 def setup(a, run, model, adapter, device):
     """This process's groups, executor, optimizer and schedule, and the step it starts from."""
-    from .torch import Executor, devices, stage_ids
+    from .torch import Executor, devices, hf, stage_ids
 
     plan = run.plan
     groups = devices.groups(plan)
     modules = {s: m.to(device) for s, m in stages(model, adapter, plan, stage_ids(plan, groups.pp_rank)).items()}
-    ex = Executor(plan, groups.pp_rank, modules, _loss, groups, device=device, autocast=autocast_dtype(device, a.precision))
+    shapes = lambda layer: hf.layer_shapes(layer, adapter["kinds"], adapter, model=model)
+    ex = Executor(plan, groups.pp_rank, modules, _loss, groups, device=device, autocast=autocast_dtype(device, a.precision),
+                  layer_shapes=shapes)
     params = list(ex.parameters())
     optimizer = torch.optim.AdamW(params, lr=a.lr, weight_decay=a.weight_decay) if params else None
     scheduler = schedule(optimizer, a.steps, a.warmup) if optimizer else None
