@@ -428,7 +428,12 @@ def main(argv=None):
         return local(a, run, model, adapter, batches)
     from .torch import devices
 
-    train(a, run, model, adapter, batches, devices.init())
+    try:
+        train(a, run, model, adapter, batches, devices.init())
+    except ValueError as e:
+        # The plan does not fit the job, the modules or the checkpoint: every process says so.
+        print(f"error: rank {os.environ['RANK']}: {e}", file=sys.stderr, flush=True)
+        return EXIT_INPUT
     dist.barrier()
     dist.destroy_process_group()
     return 0
