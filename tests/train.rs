@@ -223,6 +223,55 @@ fn bad_data_is_refused_naming_each_line_before_any_step() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One process of a torchrun job (RANK set) whose size is not the plan's: it says so naming its
+/// rank and the size to launch, before any step, without a traceback.
+#[test]
+fn a_torchrun_job_of_another_size_is_refused_naming_the_rank() {
+    let dir = scratch("torchrun");
+    let job = dir.join("job");
+    let model = fixture("llava").join("model");
+    let data = fixture("llava").join("data.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .current_dir(root())
+        .args(["train", VLM, "--python", python(), "--procs", "2", "--steps", "1", "--model"])
+        .arg(&model)
+        .arg("--data")
+        .arg(&data)
+        .arg("--prepare")
+        .arg(&job)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let package =
+        stdout.split("PYTHONPATH=").nth(1).and_then(|rest| rest.split(' ').next()).expect("the printed command");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _turn = torch_turn();
+    let out = Command::new(python())
+        .args(["-m", "mpipec.train", "--job"])
+        .arg(&job)
+        .arg("--model")
+        .arg(&model)
+        .arg("--data")
+        .arg(&data)
+        .args(["--steps", "1"])
+        .env("PYTHONPATH", package)
+        .envs([("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")])
+        .env("MASTER_PORT", port.to_string())
+        .envs([("MPIPEC_BACKEND", "gloo"), ("MPIPE_TIMEOUT", "60")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: rank 0: the plan has 2 ranks (pp 2 x dp 1 x tp 1); this job has 1 processes: launch it with 2"
+        ) && !stderr.contains("Traceback"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A model whose layers are not the plan's is refused naming both.
 #[test]
 fn a_model_that_is_not_the_plans_is_refused() {
