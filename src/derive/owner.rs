@@ -70,9 +70,25 @@ pub struct Schedule {
 
 const EPS: f64 = 1e-12;
 
+/// How hard the search for owners and slots tries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effort {
+    /// derive's: the least delay to within a millionth of itself, then one job moved at a time
+    /// while that ends the step earlier.
+    Full,
+    /// One batch's plan, placed at every step: the greedy owners with the least delay to
+    /// within a ten-thousandth of itself.
+    Quick,
+}
+
 /// The schedule that ends the step earliest: the greedy owners with the smallest delay that
 /// meets every deadline, then improved one job at a time (the plan's own owners stay fixed).
 pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Schedule {
+    search(spec, windows, jobs, Effort::Full)
+}
+
+/// [`schedule`] with the given effort.
+pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: Effort) -> Schedule {
     let ranks = windows.len() as u32;
     // A fixed map gives a microbatch's owner; its further parts go to the ranks after it.
     let fixed: Option<Vec<u32>> = match spec {
@@ -81,18 +97,28 @@ pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Sche
         OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive => None,
     };
     let mut unbounded = usize::MAX;
-    let greedy = least_delay(windows, jobs, fixed.as_deref(), &mut unbounded);
+    let tolerance = match effort {
+        Effort::Full => 1e-6,
+        Effort::Quick => 1e-4,
+    };
+    let greedy = least_delay(windows, jobs, fixed.as_deref(), (tolerance, &mut unbounded));
     // Moving a job can only shorten the step where encoder work runs past the body's end.
     let body_end = windows.iter().filter_map(|w| w.last()?.from).fold(0.0, f64::max) + greedy.delay;
     match fixed {
-        None if greedy.end > body_end + EPS => improve(windows, jobs, greedy),
+        None if effort == Effort::Full && greedy.end > body_end + EPS => improve(windows, jobs, greedy),
         _ => greedy,
     }
 }
 
-/// The smallest delay that meets every deadline, bisected: a longer delay only widens the
-/// first windows and moves the deadlines later. Each placement tried costs one of `budget`.
-fn least_delay(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, budget: &mut usize) -> Schedule {
+/// The smallest delay that meets every deadline, bisected to within `tolerance` of itself: a
+/// longer delay only widens the first windows and moves the deadlines later.
+/// Each placement tried costs one of `budget`.
+fn least_delay(
+    windows: &[Vec<Window>],
+    jobs: &[Job],
+    fixed: Option<&[u32]>,
+    (tolerance, budget): (f64, &mut usize),
+) -> Schedule {
     let mut attempt = |delay: f64| {
         *budget = budget.saturating_sub(1);
         place_all(windows, jobs, fixed, delay)
@@ -104,7 +130,7 @@ fn least_delay(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, bud
     let (mut lo, mut hi) = (0.0, jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>());
     let mut best = attempt(hi).expect("with the whole encoder work as delay every job fits in front");
     for _ in 0..40 {
-        if hi - lo <= 1e-6 * hi.max(EPS) {
+        if hi - lo <= tolerance * hi.max(EPS) {
             break;
         }
         let mid = (lo + hi) / 2.0;
@@ -140,7 +166,7 @@ fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedul
                 }
                 let mut owners = best.owners.clone();
                 owners[mb] = r;
-                let candidate = least_delay(windows, jobs, Some(&owners), &mut budget);
+                let candidate = least_delay(windows, jobs, Some(&owners), (1e-6, &mut budget));
                 if candidate.end < best.end * (1.0 - 1e-9) {
                     best = candidate;
                     improved = true;
