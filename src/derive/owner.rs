@@ -329,8 +329,13 @@ impl<'a> Lane<'a> {
     fn take(&mut self, chunks: &[f64], at: &[(usize, f64)]) {
         for (&c, &(w, start)) in chunks.iter().zip(at) {
             self.used[w] = self.used[w].max(start + c);
-            self.room.set(w, self.to[w] - self.used[w]);
             self.end = self.end.max(start + c);
+        }
+        // Consecutive chunks mostly share a window: its room is set once.
+        for (k, &(w, _)) in at.iter().enumerate() {
+            if at.get(k + 1).is_none_or(|next| next.0 != w) {
+                self.room.set(w, self.to[w] - self.used[w]);
+            }
         }
     }
 
