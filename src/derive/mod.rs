@@ -8,6 +8,7 @@
 pub mod choose;
 pub mod critical;
 pub mod folded;
+pub mod nearest;
 pub mod order;
 pub mod owner;
 pub mod placement;
@@ -48,11 +49,6 @@ pub struct EncoderEstimates {
     pub slack: Vec<f64>,
     pub work: Vec<f64>,
     pub bounds: transpose::Bounds,
-}
-
-/// Chooses what the plan leaves open, then lowers the plan with those choices.
-pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
-    lower(&choose::choose(plan, costs), costs)
 }
 
 /// The per-rank lists of a resolved plan: a function of the plan and its choices alone.
