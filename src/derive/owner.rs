@@ -76,8 +76,8 @@ pub enum Effort {
     /// derive's: the least delay to within a millionth of itself, then one job moved at a time
     /// while that ends the step earlier.
     Full,
-    /// One batch's plan, placed at every step: the greedy owners with the least delay to
-    /// within a ten-thousandth of itself.
+    /// One batch's plan, placed at every step: the greedy owners with the least delay,
+    /// bracketed by doubling from the longest encode and found to within a thousandth of itself.
     Quick,
 }
 
@@ -97,11 +97,7 @@ pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: E
         OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive => None,
     };
     let mut unbounded = usize::MAX;
-    let tolerance = match effort {
-        Effort::Full => 1e-6,
-        Effort::Quick => 1e-4,
-    };
-    let greedy = least_delay(windows, jobs, fixed.as_deref(), (tolerance, &mut unbounded));
+    let greedy = least_delay(windows, jobs, fixed.as_deref(), (effort, &mut unbounded));
     // Moving a job can only shorten the step where encoder work runs past the body's end.
     let body_end = windows.iter().filter_map(|w| w.last()?.from).fold(0.0, f64::max) + greedy.delay;
     match fixed {
@@ -110,14 +106,14 @@ pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: E
     }
 }
 
-/// The smallest delay that meets every deadline, bisected to within `tolerance` of itself: a
-/// longer delay only widens the first windows and moves the deadlines later.
-/// Each placement tried costs one of `budget`.
+/// The smallest delay that meets every deadline, bisected to within the effort's tolerance of
+/// itself: a longer delay only widens the first windows and moves the deadlines later. Each
+/// placement tried costs one of `budget`.
 fn least_delay(
     windows: &[Vec<Window>],
     jobs: &[Job],
     fixed: Option<&[u32]>,
-    (tolerance, budget): (f64, &mut usize),
+    (effort, budget): (Effort, &mut usize),
 ) -> Schedule {
     let mut attempt = |delay: f64| {
         *budget = budget.saturating_sub(1);
@@ -127,8 +123,25 @@ fn least_delay(
         return s;
     }
     // Everything fits in front of the body once the delay covers all the work.
-    let (mut lo, mut hi) = (0.0, jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>());
-    let mut best = attempt(hi).expect("with the whole encoder work as delay every job fits in front");
+    let total = jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>();
+    let (mut lo, mut hi, mut found) = (0.0, total, None);
+    let tolerance = match effort {
+        Effort::Full => 1e-6,
+        Effort::Quick => {
+            // The delay is of the order of one encode, far below all of them: doubled from the
+            // longest one, it is bracketed in a few placements.
+            let mut guess = jobs.iter().map(|j| j.forward.iter().sum::<f64>()).fold(0.0, f64::max);
+            while guess > 0.0 && guess < total && found.is_none() {
+                match attempt(guess) {
+                    Some(s) => (hi, found) = (guess, Some(s)),
+                    None => (lo, guess) = (guess, guess * 2.0),
+                }
+            }
+            1e-3
+        }
+    };
+    let mut best =
+        found.unwrap_or_else(|| attempt(hi).expect("with the whole encoder work as delay every job fits in front"));
     for _ in 0..40 {
         if hi - lo <= tolerance * hi.max(EPS) {
             break;
@@ -166,7 +179,7 @@ fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedul
                 }
                 let mut owners = best.owners.clone();
                 owners[mb] = r;
-                let candidate = least_delay(windows, jobs, Some(&owners), (1e-6, &mut budget));
+                let candidate = least_delay(windows, jobs, Some(&owners), (Effort::Full, &mut budget));
                 if candidate.end < best.end * (1.0 - 1e-9) {
                     best = candidate;
                     improved = true;
@@ -329,8 +342,13 @@ impl<'a> Lane<'a> {
     fn take(&mut self, chunks: &[f64], at: &[(usize, f64)]) {
         for (&c, &(w, start)) in chunks.iter().zip(at) {
             self.used[w] = self.used[w].max(start + c);
-            self.room.set(w, self.to[w] - self.used[w]);
             self.end = self.end.max(start + c);
+        }
+        // Consecutive chunks mostly share a window: its room is set once.
+        for (k, &(w, _)) in at.iter().enumerate() {
+            if at.get(k + 1).is_none_or(|next| next.0 != w) {
+                self.room.set(w, self.to[w] - self.used[w]);
+            }
         }
     }
 
