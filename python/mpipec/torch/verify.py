@@ -143,6 +143,18 @@ def run_pipelined(plan, config, steps, out_dir):
     return None
 
 
+def same_plans(ranks):
+    """An adaptive run's plans: printed, and an error line unless every rank ran the same plan
+    each step."""
+    print(ranks[0]["summary"])
+    print(f"lookahead features moved to the next plan's owners, per step: {ranks[0]['handed_over']}")
+    for step, digest in enumerate(ranks[0]["digests"]):
+        others = [k for k, r in enumerate(ranks) if r["digests"][step] != digest]
+        if others:
+            return f"error: step {step}: ranks {others} ran another plan than rank 0"
+    return None
+
+
 class Worst:
     """The largest relative difference of each kind (loss, grad, param) and where it is."""
 
@@ -201,6 +213,11 @@ def verify(plan, config, steps, out_dir, profile=False):
         print("\n".join(failed), file=sys.stderr)
         return 1
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(plan["pipeline"]["ranks"])]
+    if "digests" in ranks[0]:
+        differ = same_plans(ranks)
+        if differ:
+            print(differ, file=sys.stderr)
+            return 1
     worst = Worst()
     missing = compare_steps(ranks, ref, steps, worst)
     if missing:
