@@ -12,7 +12,7 @@ use crate::built::Built;
 use crate::cost::model::CostModel;
 use crate::derive::resolved::{Choices, Resolved};
 use crate::derive::{self, Derived};
-use crate::ir::{interpret, validate};
+use crate::ir::{StageIr, interpret, validate};
 use crate::plan::Plan;
 use crate::sim::costs::ModelDurations;
 use crate::sim::report;
@@ -47,6 +47,8 @@ pub enum Fallback {
     OverMemory(Vec<(u32, f64)>),
     /// The per-batch plan simulates no faster than the static one.
     NotFaster,
+    /// The batch's costs cut the body's stages elsewhere than the static plan's.
+    OtherStages,
 }
 
 /// `plan` with one batch's per-microbatch image tokens.
@@ -58,15 +60,19 @@ pub fn batch_of(plan: &Plan, tokens: &[u64]) -> Plan {
 
 /// The choices a batch is lowered with: the static plan's, with the owner schedule (owners,
 /// head delay, slots) found again by `by_microbatch`'s min-max against the body's idle time,
-/// with this batch's encode times, in the plan's own slack-filled form. `None` when the encoder
-/// is not placed in idle time.
-fn batch_choices(resolved: &Resolved) -> Option<Choices> {
+/// with this batch's encode times, in the plan's own slack-filled form, and the static plan's
+/// encoder chunks (`stages`: its stages), which the batch's costs would split elsewhere. `None`
+/// when the encoder is not placed in idle time.
+fn batch_choices(resolved: &Resolved, stages: &[StageIr]) -> Option<Choices> {
     let written = resolved.plan.schedule.first()?.skeleton;
     let Skeleton::Transpose { fill: Fill::Slack, .. } = written else { return None };
+    let encoder = &resolved.plan.cut.regions.first()?.name;
+    let encoder_split = stages.iter().filter(|s| &s.region == encoder).map(|s| s.layers[1] - s.layers[0]).collect();
     Some(Choices {
         encoder: Some(written),
         encoder_owner: Some(OwnerSpec::ByMicrobatch),
         encoder_schedule: None,
+        encoder_split,
         ..resolved.choices.clone()
     })
 }
@@ -77,10 +83,15 @@ pub fn for_batch(built: &Built, tokens: &[u64]) -> BatchPlan {
     let batch = batch_of(built.plan(), tokens);
     let model = CostModel::new(&batch);
     let static_s = makespan(&built.derived, &model);
-    let Some(choices) = batch_choices(&built.resolved) else {
+    let Some(choices) = batch_choices(&built.resolved, &built.derived.ir.stages) else {
         return BatchPlan { derived: None, fallback: Some(Fallback::NoSlackEncoder), static_s, adaptive_s: None };
     };
     let derived = derive::lower(&Resolved { plan: &batch, choices }, &model);
+    if derived.ir.stages != built.derived.ir.stages {
+        // The stage modules are cut once, as the static plan's stages: a plan that cuts them
+        // elsewhere (a body split the batch's costs move) cannot run on them.
+        return BatchPlan { derived: None, fallback: Some(Fallback::OtherStages), static_s, adaptive_s: None };
+    }
     if let Err(problems) = validate::validate(&derived.ir) {
         return BatchPlan { derived: None, fallback: Some(Fallback::Invalid(problems)), static_s, adaptive_s: None };
     }

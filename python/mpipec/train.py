@@ -95,6 +95,8 @@ class Run:
             layout = json.load(f)
         self.kinds, self.seq_len = layout["kinds"], layout["seq_len"]
         self.micro_batch_size = layout["micro_batch_size"]
+        # An adaptive plan's `mpipec adapt` command: each step runs the plan of its batch's sizes.
+        self.adaptive = layout.get("adaptive")
         pipeline = self.plan["pipeline"]
         self.m, self.dp = pipeline["microbatches"], pipeline["dp"]
         self.world = len(self.plan["rank_map"])
@@ -237,15 +239,18 @@ def save(a, done, ex, optimizer, scheduler):
 def train(a, run, model, adapter, batches, device, record=None):
     """One process's training: the steps from the checkpoint, if any, to --steps (or
     --stop-after); with `record`, each step's loss and gradients go into it."""
+    per_batch = PerBatch(run, batches, resumed=bool(a.resume))
     groups, ex, optimizer, scheduler, start = setup(a, run, model, adapter, device)
     holds_log = groups.dp_rank == 0 and run.plan["stages"][-1].get("rank") == groups.pp_rank
     log = Log(a.log_file if holds_log else None, resumed=start > 0)
     source, first = Microbatches(batches, model, adapter), groups.dp_rank * run.m
-    for step in range(start, min(a.steps, a.stop_after or a.steps)):
+    last = min(a.steps, a.stop_after or a.steps)
+    for step in range(start, last):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started = time.perf_counter()
-        losses = ex.step(source.of(step, first), source.of(step + 1, first) if step + 1 < a.steps else None)
+        plan = per_batch.plan(step, step + 1 < last)
+        losses = ex.step(source.of(step, first), source.of(step + 1, first) if step + 1 < a.steps else None, plan=plan)
         loss = step_loss(losses, run, groups)
         if record is not None:
             record["grads"].append(_named(ex, run.plan, groups.pp_rank))
@@ -259,7 +264,44 @@ def train(a, run, model, adapter, batches, device, record=None):
         if loss is not None:
             log.write(step + 1, loss, time.perf_counter() - started, batches.tokens_in(step, run.m * run.dp))
         save(a, step + 1, ex, optimizer, scheduler)
+    per_batch.close(holds_log, record)
     return groups
+
+
+class PerBatch:
+    """An adaptive plan's per-batch plans (mpipec.torch.plans): the first one derived while the
+    stages are built, each next one while the step before runs. A static plan's: None."""
+
+    def __init__(self, run, batches, resumed):
+        from .torch import plans
+
+        self.plans = plans.Plans(run.adaptive, run.plan) if run.adaptive else None
+        self.tokens = lambda step: plans.batch_tokens(lambda mb, s: batches.image_tokens(s, mb), step, run.m, run.dp)
+        self.ran = []
+        if self.plans is not None and not resumed:
+            self.plans.prepare(self.tokens(0))
+
+    def plan(self, step, more):
+        """Step `step`'s plan (None: the static one); starts deriving the next when `more`."""
+        if self.plans is None:
+            return None
+        self.ran.append(self.plans.get(self.tokens(step)))
+        if more:
+            self.plans.prepare(self.tokens(step + 1))
+        return self.ran[-1].plan
+
+    def close(self, report, record):
+        """Stops the deriving process; prints what it did where `report`; records each step's
+        plan in `record`."""
+        if self.plans is None:
+            return
+        from .torch import plans
+
+        self.plans.close()
+        if report:
+            print(plans.summary(self.ran, self.plans.waits, self.plans.derives), flush=True)
+        if record is not None:
+            record["digests"] = [p.digest for p in self.ran]
 
 
 def _loss(output, batch):
@@ -367,6 +409,9 @@ def local(a, run, model, adapter, batches):
     if ref is None:
         return 0
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(run.plan["pipeline"]["ranks"])]
+    if any(r.get("digests") != ranks[0].get("digests") for r in ranks):
+        print("error: the pipeline ranks ran different per-batch plans", file=sys.stderr)
+        return EXIT_INPUT
     worst = compare(ranks, ref, a.steps)
     if worst[0] > TOLERANCE:
         print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on the loss and every gradient): worst {worst[1]}", file=sys.stderr)

@@ -115,6 +115,7 @@ fn answer(output: &mut impl Write, tokens: &[u64], batch: &BatchPlan) -> std::io
         Fallback::Invalid(_) => "invalid",
         Fallback::OverMemory(_) => "over_memory",
         Fallback::NotFaster => "not_faster",
+        Fallback::OtherStages => "other_stages",
     });
     let plan = batch.derived.as_ref().map(|d| &d.ir);
     let answer = Answer {

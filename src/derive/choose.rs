@@ -34,7 +34,7 @@ pub fn choose<'p>(plan: &'p Plan, costs: &dyn Costs) -> Resolved<'p> {
         choice = Choices { sink: None, encoder: Some(form), ..chosen };
     }
     if has_sink {
-        let placed = placement::place_chunked(&plan, costs, choice.chunks);
+        let placed = placement::place_chunked(&plan, costs, choice.chunks, &choice.encoder_split);
         let last_rank = vec![placed.rank_of_body(placed.body.shape.stages() - 1); m as usize];
         let reversed: Vec<u32> = (0..m).map(|mb| p - 1 - mb % p).collect();
         let best = fastest(&[round_robin, reversed, last_rank], costs, |owners| {

@@ -74,7 +74,7 @@ pub(crate) struct Lowering {
 }
 
 pub(crate) fn lower_with(plan: &Plan, costs: &dyn Costs, choice: &Choices) -> Lowering {
-    let placement = placement::place_chunked(plan, costs, choice.chunks.max(1));
+    let placement = placement::place_chunked(plan, costs, choice.chunks.max(1), &choice.encoder_split);
     let mut g =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
     body(&mut g, &placement);

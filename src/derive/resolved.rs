@@ -36,6 +36,10 @@ pub struct Choices {
     /// for its first features (the head delay), each part's owner and the rank its backward
     /// runs on, and each chunk's slot in its rank's list.
     pub encoder_schedule: Option<Schedule>,
+    /// The encoder's chunks as layer counts, first to last; empty: split so that the chunks
+    /// cost about the same. A per-batch plan keeps the static plan's (its stage modules are
+    /// cut once, while the costs move with the batch's image sizes).
+    pub encoder_split: Vec<u64>,
 }
 
 impl Resolved<'_> {
