@@ -236,6 +236,13 @@ fn adaptive_runs_switch_plans_without_waiting(outputs: &[String]) {
     });
     assert!(moved, "no lookahead feature moved to another step's owner:\n{adaptive:?}");
     for o in adaptive {
+        println!(
+            "{}",
+            o.lines()
+                .filter(|l| l.starts_with("verifying") || l.starts_with("per-batch"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         // Generous: the miniature's steps take milliseconds on a loaded machine, its plans too.
         assert!(number(o, "(longest ") < 250.0, "a step waited on its plan:\n{o}");
     }
@@ -379,6 +386,12 @@ fn hf_refuses_an_unknown_family_a_mismatched_model_and_an_empty_stage_before_sta
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("the plan's model has one part: llm (decoder)"), "{stderr}");
+
+    // A plan per batch varies image sizes only on the miniature.
+    let out = refused(VLM, &["--procs", "2", "--model", "hf:llava", "--set", "owner=adaptive"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("verify an `owner adaptive` plan on the miniature"), "{stderr}");
 
     // 16 layers cannot fill 20 stages: the checker's diagnostic, before any process.
     let out = refused(VLM_SHARDED, &["--procs", "20", "--model", "hf:llava"]);
