@@ -241,6 +241,7 @@ def train(a, run, model, adapter, batches, device, record=None):
     --stop-after); with `record`, each step's loss and gradients go into it."""
     per_batch = PerBatch(run, batches, resumed=bool(a.resume))
     groups, ex, optimizer, scheduler, start = setup(a, run, model, adapter, device)
+    per_batch.decode(ex)
     holds_log = groups.dp_rank == 0 and run.plan["stages"][-1].get("rank") == groups.pp_rank
     log = Log(a.log_file if holds_log else None, resumed=start > 0)
     source, first = Microbatches(batches, model, adapter), groups.dp_rank * run.m
@@ -281,6 +282,11 @@ class PerBatch:
         if self.plans is not None and not resumed:
             self.plans.prepare(self.tokens(0))
 
+    def decode(self, ex):
+        """Later plans come with `ex`'s lists of them, made in the background."""
+        if self.plans is not None:
+            self.plans.decode = ex.decode
+
     def plan(self, step, more):
         """Step `step`'s plan (None: the static one); starts deriving the next when `more`."""
         if self.plans is None:
@@ -288,7 +294,7 @@ class PerBatch:
         self.ran.append(self.plans.get(self.tokens(step)))
         if more:
             self.plans.prepare(self.tokens(step + 1))
-        return self.ran[-1].plan
+        return self.ran[-1]
 
     def close(self, report, record):
         """Stops the deriving process; prints what it did where `report`; records each step's

@@ -43,7 +43,7 @@ class _Lists:
     each peer sends it a step, and where each lookahead feature is encoded."""
 
     def __init__(self, plan, rank, globals_):
-        self.plan = plan
+        self.plan, self.rank = plan, rank
         self.prologue, self.actions = rank_actions(plan, rank)
         self.expected = {}
         for a in self.actions:
@@ -174,8 +174,9 @@ class Executor:
         microbatches whose last stage this rank runs (each unscaled, detached), else [].
         A lookahead plan's encoder also encodes `next_microbatches`, the next step's; without
         them the next step encodes its own first. `plan`: this step's own plan (an adaptive
-        plan's per-batch plan.json, mpipec.torch.plans), the same on every rank; None: the
-        plan the executor was made with."""
+        plan's per-batch plan.json, or a mpipec.torch.plans.StepPlan, whose lists `decode`
+        may have made off the critical path), the same on every rank; None: the plan the
+        executor was made with."""
         batch, next_batch = _batches(microbatches, self.device), _batches(next_microbatches, self.device)
         self.lists = lists = self._lists_of(plan)
         st = _Step(batch, next_batch, lists.actions)
@@ -213,8 +214,16 @@ class Executor:
         """The actions this rank ran last (or runs next, before the first step)."""
         return self.lists.actions
 
+    def decode(self, plan):
+        """This rank's lists of `plan`, for ``step(plan=...)``; touches nothing of the
+        executor's, so a thread may make them while a step runs (mpipec.torch.plans does)."""
+        return _Lists(plan, self.rank, self.groups.globals)
+
     def _lists_of(self, plan):
-        """This rank's lists of `plan` (None: the executor's own), kept for the last few plans."""
+        """This rank's lists of `plan` (None: the executor's own; a StepPlan: its plan, with the
+        lists `decode` made of it), kept for the last few plans."""
+        decoded = getattr(plan, "lists", None)
+        plan = getattr(plan, "plan", plan)
         if plan is None:
             plan = self.plan
         known = self.known.get(id(plan))
@@ -223,7 +232,12 @@ class Executor:
             return known[1]
         if plan is not self.plan and (plan["stages"] != self.plan["stages"] or plan["rank_map"] != self.plan["rank_map"]):
             raise PlanError("a step's plan has other stages or ranks than the plan the executor was made with")
-        lists = self.lists if plan is self.lists.plan else _Lists(plan, self.rank, self.groups.globals)
+        if decoded is not None and decoded.plan is plan and decoded.rank == self.rank:
+            lists = decoded
+        elif plan is self.lists.plan:
+            lists = self.lists
+        else:
+            lists = self.decode(plan)
         # The plan is held beside its lists, so its id is not reused while it is here.
         self.known[id(plan)] = (plan, lists)
         while len(self.known) > KEEP_LISTS:

@@ -88,6 +88,8 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
                   images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action)
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
+    if per_batch is not None:
+        per_batch.decode = ex.decode
     ran = []
     for step in range(steps):
         # Every rank starts the step together, so the slowest rank's time is the step's.
@@ -95,8 +97,8 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
         started = time.perf_counter()
         this = None
         if per_batch is not None:
-            ran.append(per_batch.get(tokens(step)))
-            this = ran[-1].plan
+            this = per_batch.get(tokens(step))
+            ran.append(this)
             if step + 1 < steps:
                 per_batch.prepare(tokens(step + 1))
         ex.step(of(step), of(step + 1), plan=this)

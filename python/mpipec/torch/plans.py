@@ -8,12 +8,14 @@ request is a line) and asks it, on a background thread, for the next step's plan
 current step runs::
 
     plans = Plans(command, static_plan)
-    plans.prepare(tokens(0))
+    plans.prepare(tokens(0))                     # while the stage modules are built
+    ex = Executor(static_plan, ...)
+    plans.decode = ex.decode                     # each rank's lists made in the background too
     for step in range(steps):
         this = plans.get(tokens(step))           # ready: derived while the last step ran
         if step + 1 < steps:
             plans.prepare(tokens(step + 1))      # the loader knows the next batch's sizes
-        ex.step(batch(step), plan=this.plan)
+        ex.step(batch(step), plan=this)
 
 Every process derives its own plans: the compiler's output is a function of the plan and the
 tokens alone (byte for byte), so every rank runs the same lists without a message between them.
@@ -38,8 +40,9 @@ from .actions import PlanError
 class StepPlan:
     """The plan one batch runs: ``plan`` (the static plan.json's dict, or the batch's own),
     ``runs`` (``adaptive`` or ``static``), ``fallback`` (why the static plan runs, or None),
-    ``digest`` (of the lists that run: equal on every rank), the simulated steps of both, and
-    the seconds deriving it took (in the background)."""
+    ``digest`` (of the lists that run: equal on every rank), the simulated steps of both, the
+    seconds deriving it took (in the background), and ``lists``: this rank's share decoded
+    (``Executor.decode``) in the background too, when the Plans was given ``decode``."""
 
     plan: dict
     runs: str
@@ -48,6 +51,7 @@ class StepPlan:
     static_s: float
     adaptive_s: float
     derive_s: float
+    lists: object = None
 
 
 def batch_tokens(image_tokens, step, microbatches, dp):
@@ -58,9 +62,12 @@ def batch_tokens(image_tokens, step, microbatches, dp):
 
 
 class Plans:
-    """One ``mpipec adapt`` process and its answers, by token vector (at most `keep`)."""
+    """One ``mpipec adapt`` process and its answers, by token vector (at most `keep`).
+    ``decode`` (set it to ``Executor.decode`` once the executor exists): each answer's lists
+    for this rank are made on the background thread too, so a step starts on them at once."""
 
     def __init__(self, command, static_plan, keep=256):
+        self.decode = None
         self.static = static_plan
         self.static_digest = hashlib.sha256(json.dumps(static_plan["ranks"], sort_keys=True).encode()).hexdigest()
         self.keep = keep
@@ -127,7 +134,8 @@ class Plans:
             digest = hashlib.sha256(json.dumps(plan["ranks"], sort_keys=True).encode()).hexdigest()
             if plan["stages"] != self.static["stages"] or plan["rank_map"] != self.static["rank_map"]:
                 raise PlanError(f"the per-batch plan for image tokens {list(key)} has other stages than the plan this job was built for")
-        return StepPlan(plan, answer["runs"], answer["fallback"], digest, answer["static_s"], answer["adaptive_s"], seconds)
+        lists = self.decode(plan) if self.decode is not None else None
+        return StepPlan(plan, answer["runs"], answer["fallback"], digest, answer["static_s"], answer["adaptive_s"], seconds, lists)
 
 
 def summary(steps, waits, derives):
