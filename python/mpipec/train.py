@@ -239,9 +239,10 @@ def save(a, done, ex, optimizer, scheduler):
 def train(a, run, model, adapter, batches, device, record=None):
     """One process's training: the steps from the checkpoint, if any, to --steps (or
     --stop-after); with `record`, each step's loss and gradients go into it."""
-    per_batch = PerBatch(run, batches, resumed=bool(a.resume))
+    ahead = per_batch_plans(run, batches, resumed=bool(a.resume))
     groups, ex, optimizer, scheduler, start = setup(a, run, model, adapter, device)
-    per_batch.decode(ex)
+    if ahead is not None:
+        ahead.attach(ex)
     holds_log = groups.dp_rank == 0 and run.plan["stages"][-1].get("rank") == groups.pp_rank
     log = Log(a.log_file if holds_log else None, resumed=start > 0)
     source, first = Microbatches(batches, model, adapter), groups.dp_rank * run.m
@@ -250,7 +251,7 @@ def train(a, run, model, adapter, batches, device, record=None):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started = time.perf_counter()
-        plan = per_batch.plan(step, step + 1 < last)
+        plan = ahead.plan(step, step + 1 < last) if ahead is not None else None
         losses = ex.step(source.of(step, first), source.of(step + 1, first) if step + 1 < a.steps else None, plan=plan)
         loss = step_loss(losses, run, groups)
         if record is not None:
@@ -265,49 +266,24 @@ def train(a, run, model, adapter, batches, device, record=None):
         if loss is not None:
             log.write(step + 1, loss, time.perf_counter() - started, batches.tokens_in(step, run.m * run.dp))
         save(a, step + 1, ex, optimizer, scheduler)
-    per_batch.close(holds_log, record)
+    if ahead is not None:
+        summary = ahead.close()
+        if holds_log:
+            print(summary, flush=True)
+        if record is not None:
+            record["digests"] = ahead.digests
     return groups
 
 
-class PerBatch:
-    """An adaptive plan's per-batch plans (mpipec.torch.plans): the first one derived while the
-    stages are built, each next one while the step before runs. A static plan's: None."""
+def per_batch_plans(run, batches, resumed):
+    """An adaptive plan's per-batch plans (mpipec.torch.plans), each step's from its batch's
+    image tokens; None for a static plan. A resumed run starts deriving at its first step."""
+    if not run.adaptive:
+        return None
+    from .torch import plans
 
-    def __init__(self, run, batches, resumed):
-        from .torch import plans
-
-        self.plans = plans.Plans(run.adaptive, run.plan) if run.adaptive else None
-        self.tokens = lambda step: plans.batch_tokens(lambda mb, s: batches.image_tokens(s, mb), step, run.m, run.dp)
-        self.ran = []
-        if self.plans is not None and not resumed:
-            self.plans.prepare(self.tokens(0))
-
-    def decode(self, ex):
-        """Later plans come with `ex`'s lists of them, made in the background."""
-        if self.plans is not None:
-            self.plans.decode = ex.decode
-
-    def plan(self, step, more):
-        """Step `step`'s plan (None: the static one); starts deriving the next when `more`."""
-        if self.plans is None:
-            return None
-        self.ran.append(self.plans.get(self.tokens(step)))
-        if more:
-            self.plans.prepare(self.tokens(step + 1))
-        return self.ran[-1]
-
-    def close(self, report, record):
-        """Stops the deriving process; prints what it did where `report`; records each step's
-        plan in `record`."""
-        if self.plans is None:
-            return
-        from .torch import plans
-
-        self.plans.close()
-        if report:
-            print(plans.summary(self.ran, self.plans.waits, self.plans.derives), flush=True)
-        if record is not None:
-            record["digests"] = [p.digest for p in self.ran]
+    tokens = lambda step: plans.batch_tokens(lambda mb, s: batches.image_tokens(s, mb), step, run.m, run.dp)
+    return plans.OneStepAhead(run.adaptive, run.plan, tokens, first=None if resumed else 0)
 
 
 def _loss(output, batch):

@@ -48,17 +48,17 @@ def _mean_loss(losses, plan, groups):
 
 
 def per_batch_plans(config, plan, adapter):
-    """An adaptive plan's per-batch plans (config["adaptive"]: the `mpipec adapt` command) and
+    """An adaptive plan's per-batch plans (config["adaptive"]: the `mpipec adapt` command), of
     the image tokens of each step's batch (the adapter's `image_tokens(mb, step, config)`);
-    (None, None) for a static plan."""
+    None for a static plan."""
     if "adaptive" not in config:
-        return None, None
+        return None
     count = getattr(adapter, "image_tokens", None)
     if count is None:
         raise ValueError("the plan's owner is adaptive, but the adapter says nothing of its batches' image sizes (image_tokens)")
     m, dp = plan["pipeline"]["microbatches"], plan["pipeline"]["dp"]
     tokens = lambda step: plans.batch_tokens(lambda mb, s: count(mb, s, config), step, m, dp)
-    return plans.Plans(config["adaptive"], plan), tokens
+    return plans.OneStepAhead(config["adaptive"], plan, tokens)
 
 
 def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False):
@@ -68,9 +68,7 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     plan = load_plan(plan)
     groups = devices.groups(plan)
     # An adaptive plan's first batch is derived while the stages are built.
-    per_batch, tokens = per_batch_plans(config, plan, adapter)
-    if per_batch is not None:
-        per_batch.prepare(tokens(0))
+    ahead = per_batch_plans(config, plan, adapter)
     modules = adapters.stage_modules(adapter, plan, stage_ids(plan, groups.pp_rank), config, device)
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
@@ -88,19 +86,13 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
                   images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action)
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
-    if per_batch is not None:
-        per_batch.decode = ex.decode
-    ran = []
+    if ahead is not None:
+        ahead.attach(ex)
     for step in range(steps):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started = time.perf_counter()
-        this = None
-        if per_batch is not None:
-            this = per_batch.get(tokens(step))
-            ran.append(this)
-            if step + 1 < steps:
-                per_batch.prepare(tokens(step + 1))
+        this = ahead.plan(step, step + 1 < steps) if ahead is not None else None
         ex.step(of(step), of(step + 1), plan=this)
         record["step_seconds"].append(time.perf_counter() - started)
         loss = record["losses"][-1]
@@ -108,10 +100,8 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
             print(f"step {step}: loss {loss:.6f} ({record['step_seconds'][-1]:.3f} s on rank {dist.get_rank()})", flush=True)
     record.update(params=_named(modules, plan, groups.pp_rank, False), timings=ex.timings, pp_rank=groups.pp_rank,
                   dp_rank=groups.dp_rank, microbatches=m)
-    if per_batch is not None:
-        per_batch.close()
-        record.update(digests=[p.digest for p in ran], handed_over=ex.handed_over,
-                      summary=plans.summary(ran, per_batch.waits, per_batch.derives))
+    if ahead is not None:
+        record.update(summary=ahead.close(), digests=ahead.digests, handed_over=ex.handed_over)
     return record
 
 

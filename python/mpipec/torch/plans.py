@@ -5,7 +5,7 @@ places the encoder's work again from the batch's per-microbatch image tokens (or
 static plan where that is not faster, does not fit, or nothing moves). :class:`Plans` keeps one
 ``mpipec adapt PLAN`` process beside this one (the plan is read, checked and built once; each
 request is a line) and asks it, on a background thread, for the next step's plan while the
-current step runs::
+current step runs (:class:`OneStepAhead` is that loop's part)::
 
     plans = Plans(command, static_plan)
     plans.prepare(tokens(0))                     # while the stage modules are built
@@ -136,6 +136,38 @@ class Plans:
                 raise PlanError(f"the per-batch plan for image tokens {list(key)} has other stages than the plan this job was built for")
         lists = self.decode(plan) if self.decode is not None else None
         return StepPlan(plan, answer["runs"], answer["fallback"], digest, answer["static_s"], answer["adaptive_s"], seconds, lists)
+
+
+class OneStepAhead:
+    """A training loop's per-batch plans: `tokens(step)` gives a step's image tokens per
+    microbatch (the loader's knowledge of the batch); the plan of step `first` starts deriving
+    at once (while the stages are built), each next one while the step before runs."""
+
+    def __init__(self, command, static_plan, tokens, first=0):
+        self.plans = Plans(command, static_plan)
+        self.tokens, self.ran = tokens, []
+        if first is not None:
+            self.plans.prepare(tokens(first))
+
+    def attach(self, ex):
+        """Later plans come with `ex`'s lists of them, decoded in the background."""
+        self.plans.decode = ex.decode
+
+    def plan(self, step, more):
+        """Step `step`'s StepPlan; starts deriving the next step's when `more`."""
+        self.ran.append(self.plans.get(self.tokens(step)))
+        if more:
+            self.plans.prepare(self.tokens(step + 1))
+        return self.ran[-1]
+
+    @property
+    def digests(self):
+        return [p.digest for p in self.ran]
+
+    def close(self):
+        """Stops the deriving process; returns the run's summary line."""
+        self.plans.close()
+        return summary(self.ran, self.plans.waits, self.plans.derives)
 
 
 def summary(steps, waits, derives):
