@@ -1,18 +1,19 @@
 //! `owner adaptive`: the plan is derived once, as every plan is (the static plan), and again for
 //! each batch from that batch's per-microbatch image tokens. Only what depends on image sizes is
-//! derived again: the resolved plan's form, chunk count and image splits stay, so the body's
-//! stages, their ranks and each rank's canonical order are those of the static plan, and the
+//! derived again: the resolved plan's form, chunk count and image splits stay, the body's
+//! stages, their ranks and each rank's canonical order are kept from the static plan, and the
 //! encoder's owners and slots are placed afresh in the body's idle time with the batch's own
-//! encode times. The per-batch plan is validated and checked against device memory, and both it
+//! encode times (owner.rs's quick search: the greedy owners and the least head delay). The per-batch plan is validated and checked against device memory, and both it
 //! and the static plan are simulated on the batch: the faster runs, so adaptive is never slower
 //! than static on any batch.
 
 use crate::algebra::{Fill, OwnerSpec, Skeleton};
 use crate::built::Built;
 use crate::cost::model::CostModel;
+use crate::derive::owner::Effort;
 use crate::derive::resolved::{Choices, Resolved};
-use crate::derive::{self, Derived};
-use crate::ir::{StageIr, interpret, validate};
+use crate::derive::{self, Derived, Placed};
+use crate::ir::{interpret, validate};
 use crate::plan::Plan;
 use crate::sim::costs::ModelDurations;
 use crate::sim::report;
@@ -47,8 +48,6 @@ pub enum Fallback {
     OverMemory(Vec<(u32, f64)>),
     /// The per-batch plan simulates no faster than the static one.
     NotFaster,
-    /// The batch's costs cut the body's stages elsewhere than the static plan's.
-    OtherStages,
 }
 
 /// `plan` with one batch's per-microbatch image tokens.
@@ -60,51 +59,74 @@ pub fn batch_of(plan: &Plan, tokens: &[u64]) -> Plan {
 
 /// The choices a batch is lowered with: the static plan's, with the owner schedule (owners,
 /// head delay, slots) found again by `by_microbatch`'s min-max against the body's idle time,
-/// with this batch's encode times, in the plan's own slack-filled form, and the static plan's
-/// encoder chunks (`stages`: its stages), which the batch's costs would split elsewhere. `None`
-/// when the encoder is not placed in idle time.
-fn batch_choices(resolved: &Resolved, stages: &[StageIr]) -> Option<Choices> {
+/// with this batch's encode times, in the plan's own slack-filled form. `None` when the encoder
+/// is not placed in idle time.
+fn batch_choices(resolved: &Resolved) -> Option<Choices> {
     let written = resolved.plan.schedule.first()?.skeleton;
     let Skeleton::Transpose { fill: Fill::Slack, .. } = written else { return None };
-    let encoder = &resolved.plan.cut.regions.first()?.name;
-    let encoder_split = stages.iter().filter(|s| &s.region == encoder).map(|s| s.layers[1] - s.layers[0]).collect();
     Some(Choices {
         encoder: Some(written),
         encoder_owner: Some(OwnerSpec::ByMicrobatch),
         encoder_schedule: None,
-        encoder_split,
         ..resolved.choices.clone()
     })
 }
 
-/// The plan for one batch of `built`'s plan, given that batch's image tokens per microbatch (a
-/// shorter list repeats, as `image_tokens` does).
+/// A built plan placed again batch after batch: what does not depend on image sizes (the
+/// stages and their ranks, each rank's body order) is kept from the static plan, and each
+/// batch re-places only the encoder's work, with the quick owner search.
+pub struct Adaptive<'b, 'p> {
+    built: &'b Built<'p>,
+    /// The choices and the placed body batches are lowered on; `None` when there is no
+    /// encoder placed in idle time.
+    kept: Option<(Choices, Placed)>,
+}
+
+impl<'b, 'p> Adaptive<'b, 'p> {
+    pub fn new(built: &'b Built<'p>) -> Adaptive<'b, 'p> {
+        let kept = batch_choices(&built.resolved).map(|choices| {
+            let placed = derive::placed(&built.resolved.effective(), &built.costs, choices.chunks);
+            (choices, placed)
+        });
+        Adaptive { built, kept }
+    }
+
+    /// The plan for one batch, given its image tokens per microbatch (a shorter list repeats,
+    /// as `image_tokens` does).
+    pub fn for_batch(&self, tokens: &[u64]) -> BatchPlan {
+        let batch = batch_of(self.built.plan(), tokens);
+        let model = CostModel::new(&batch);
+        let static_s = makespan(&self.built.derived, &model);
+        let Some((choices, placed)) = &self.kept else {
+            return BatchPlan { derived: None, fallback: Some(Fallback::NoSlackEncoder), static_s, adaptive_s: None };
+        };
+        let resolved = Resolved { plan: &batch, choices: choices.clone() };
+        let derived = derive::lower_batch(placed.clone(), &resolved, &model, Effort::Quick);
+        if let Err(problems) = validate::validate(&derived.ir) {
+            return BatchPlan {
+                derived: None,
+                fallback: Some(Fallback::Invalid(problems)),
+                static_s,
+                adaptive_s: None,
+            };
+        }
+        let simulated = report::simulate(&derived, &model).report;
+        let adaptive_s = Some(simulated.step_time_s);
+        let fallback = if !simulated.over_memory.is_empty() {
+            Some(Fallback::OverMemory(simulated.over_memory))
+        } else if simulated.step_time_s >= static_s {
+            Some(Fallback::NotFaster)
+        } else {
+            None
+        };
+        BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s }
+    }
+}
+
+/// The plan for one batch of `built`'s plan, given that batch's image tokens per microbatch;
+/// [`Adaptive::for_batch`] without keeping what batches share, for a single batch.
 pub fn for_batch(built: &Built, tokens: &[u64]) -> BatchPlan {
-    let batch = batch_of(built.plan(), tokens);
-    let model = CostModel::new(&batch);
-    let static_s = makespan(&built.derived, &model);
-    let Some(choices) = batch_choices(&built.resolved, &built.derived.ir.stages) else {
-        return BatchPlan { derived: None, fallback: Some(Fallback::NoSlackEncoder), static_s, adaptive_s: None };
-    };
-    let derived = derive::lower(&Resolved { plan: &batch, choices }, &model);
-    if derived.ir.stages != built.derived.ir.stages {
-        // The stage modules are cut once, as the static plan's stages: a plan that cuts them
-        // elsewhere (a body split the batch's costs move) cannot run on them.
-        return BatchPlan { derived: None, fallback: Some(Fallback::OtherStages), static_s, adaptive_s: None };
-    }
-    if let Err(problems) = validate::validate(&derived.ir) {
-        return BatchPlan { derived: None, fallback: Some(Fallback::Invalid(problems)), static_s, adaptive_s: None };
-    }
-    let simulated = report::simulate(&derived, &model).report;
-    let adaptive_s = Some(simulated.step_time_s);
-    let fallback = if !simulated.over_memory.is_empty() {
-        Some(Fallback::OverMemory(simulated.over_memory))
-    } else if simulated.step_time_s >= static_s {
-        Some(Fallback::NotFaster)
-    } else {
-        None
-    };
-    BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s }
+    Adaptive::new(built).for_batch(tokens)
 }
 
 /// A plan's lists timed by the interpreter with the cost model's durations: what `sim` reports

@@ -2,13 +2,13 @@
 //! runtime. The plan is read, checked and built once; then each line on standard input is one
 //! batch's image tokens per microbatch (a JSON array of whole numbers) and gets one line on
 //! standard output: which plan that batch runs and, when it is its own, the plan.json lists
-//! (`adaptive::for_batch`). The runtime keeps one of these running beside each process and asks
-//! for the next step's plan while the current step runs (docs/runtime.md).
+//! (`adaptive::Adaptive::for_batch`). The runtime keeps one of these running beside each
+//! process and asks for the next step's plan while the current step runs (docs/runtime.md).
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use mpipe::adaptive::{self, BatchPlan, Fallback};
+use mpipe::adaptive::{Adaptive, BatchPlan, Fallback};
 use mpipe::algebra::OwnerSpec;
 use mpipe::built::Built;
 use mpipe::plan::Plan;
@@ -60,8 +60,10 @@ pub fn run(global: &Global, path: &Path) -> u8 {
     serve(&built, std::io::stdin().lock(), std::io::stdout().lock())
 }
 
-/// Answers every line of `input` until it ends; 0, or EXIT_USAGE when a stream fails.
+/// Answers every line of `input` until it ends; 0, or EXIT_USAGE when a stream fails. What
+/// batches share (the stages, the body's order) is placed once, before the first.
 fn serve(built: &Built, input: impl BufRead, mut output: impl Write) -> u8 {
+    let adaptive = Adaptive::new(built);
     let ready = serde_json::json!({ "ready": { "microbatches": built.plan().batch.microbatches } });
     if writeln!(output, "{ready}").and_then(|()| output.flush()).is_err() {
         return EXIT_USAGE;
@@ -72,7 +74,7 @@ fn serve(built: &Built, input: impl BufRead, mut output: impl Write) -> u8 {
             continue;
         }
         let written = match tokens(&line, built.plan().batch.microbatches) {
-            Ok(tokens) => answer(&mut output, &tokens, &adaptive::for_batch(built, &tokens)),
+            Ok(tokens) => answer(&mut output, &tokens, &adaptive.for_batch(&tokens)),
             Err(message) => writeln!(output, "{}", serde_json::json!({ "error": message })),
         };
         if written.and_then(|()| output.flush()).is_err() {
@@ -115,7 +117,6 @@ fn answer(output: &mut impl Write, tokens: &[u64], batch: &BatchPlan) -> std::io
         Fallback::Invalid(_) => "invalid",
         Fallback::OverMemory(_) => "over_memory",
         Fallback::NotFaster => "not_faster",
-        Fallback::OtherStages => "other_stages",
     });
     let plan = batch.derived.as_ref().map(|d| &d.ir);
     let answer = Answer {

@@ -98,7 +98,7 @@ impl Placement {
 /// The placement with whole encodes; `chunks = auto` is resolved by derive, which places
 /// each candidate count with [`place_chunked`].
 pub fn place(plan: &Plan, costs: &dyn Costs) -> Placement {
-    place_chunked(plan, costs, 1, &[])
+    place_chunked(plan, costs, 1)
 }
 
 /// The chunk count a plan's encoder asks for, `auto_chunks` where it leaves the choice to derive.
@@ -109,9 +109,7 @@ pub fn chunk_count(plan: &Plan, auto_chunks: u32) -> u32 {
     }
 }
 
-/// The placement with the encoder in `auto_chunks` chunks where the plan leaves the count open,
-/// of `encoder_split` layers each where that is given (else balanced by cost).
-pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32, encoder_split: &[u64]) -> Placement {
+pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32) -> Placement {
     let p = plan.cluster.pp as u32;
     let m = plan.batch.microbatches as u32;
     let mut regions = Vec::new();
@@ -160,12 +158,8 @@ pub fn place_chunked(plan: &Plan, costs: &dyn Costs, auto_chunks: u32, encoder_s
             } else {
                 sink = Some(Sink { region: i, stage: id, trainable: info.trainable });
             }
-            let sizes = match encoder_split {
-                given if first.is_none() && given.len() == chunks as usize => given.to_vec(),
-                _ => balanced_split(region.layers.clone(), chunks as usize, costs),
-            };
             let mut start = region.layers.start;
-            for size in sizes {
+            for size in balanced_split(region.layers.clone(), chunks as usize, costs) {
                 let id = stages.len() as u32;
                 let backward = start + size > first_trainable;
                 stages.push(Stage { id, region: i, rank: None, layers: start..start + size, backward });
