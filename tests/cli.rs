@@ -665,3 +665,35 @@ fn a_plan_on_standard_input() {
     assert!(stderr(&o).contains("┌─ <stdin>:1:"), "{}", stderr(&o));
     assert!(stderr(&o).contains("examples/missing.mpipe"), "{}", stderr(&o));
 }
+
+/// `mpipec adapt`: the plan built once, then a JSON line per batch; a batch whose own plan is
+/// faster gets its plan.json with the static plan's stages, a bad request an error line (and
+/// the server goes on), and a plan that is not adaptive is refused before any line.
+#[test]
+fn adapt_answers_a_line_per_batch_and_refuses_a_static_plan() {
+    use std::io::Write;
+    let sets = ["--set", "owner=adaptive", "--set", "cluster.pp=2", "--set", "cluster.devices=2"];
+    let mut child = command(&[&["adapt", "tests/verify/vlm.mpipe"], &sets[..]].concat())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"[1024, 16384, 4096]\nnot tokens\n[4096]\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4, "{}", stdout(&o));
+    assert_eq!(lines[0]["ready"]["microbatches"], 8);
+    assert_eq!(lines[1]["runs"], "adaptive", "{}", lines[1]);
+    assert!(lines[1]["adaptive_s"].as_f64() < lines[1]["static_s"].as_f64());
+    let build = mpipec(&[&["sim", "tests/verify/vlm.mpipe", "--json", "--ir"], &sets[..]].concat());
+    let static_ir: serde_json::Value = serde_json::from_str(stdout(&build).trim()).unwrap();
+    assert_eq!(lines[1]["plan"]["stages"], static_ir["ir"]["stages"]);
+    assert_ne!(lines[1]["plan"]["ranks"], static_ir["ir"]["ranks"]);
+    assert!(lines[2]["error"].as_str().unwrap().contains("JSON array"), "{}", lines[2]);
+    assert_eq!((&lines[3]["runs"], &lines[3]["plan"]), (&"static".into(), &serde_json::Value::Null), "{}", lines[3]);
+
+    let o = mpipec(&["adapt", "tests/verify/vlm.mpipe"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).is_empty() && stderr(&o).contains("help: write `owner adaptive;`"), "{}", stderr(&o));
+}

@@ -88,14 +88,32 @@ fn logged_losses(path: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Chunks, a trainable encoder and a plan per batch (`owner adaptive`): the fixture's images
+/// come in five sizes, so every step's batch has its own image tokens, and each step runs the
+/// plan derived for them while the step before ran. The plan's encoder is costed wider than the
+/// fixture's and its batch short, so that the encoder's work weighs enough for a batch's own
+/// plan to beat the static one at the fixture's few tokens an image.
 #[test]
-fn qwen_with_chunks_and_a_trainable_encoder_matches_one_process() {
+fn qwen_with_chunks_a_trainable_encoder_and_a_plan_per_batch_matches_one_process() {
     let out = train(
         "qwen2_5_vl",
         &["--procs", "2", "--steps", "4", "--check"],
-        &["schedule=transpose(chunks = 2), 1f1b", "model.enc.frozen=false", "batch.microbatches=4"],
+        &[
+            "schedule=transpose(chunks = 2), 1f1b",
+            "model.enc.frozen=false",
+            "batch.microbatches=4",
+            "owner=adaptive",
+            "model.enc.hidden=4096",
+            "model.enc.ffn=16384",
+            "batch.seq_len=128",
+            "batch.image_tokens=30",
+        ],
     );
-    assert_matches_one_process("qwen2_5_vl, P = 2, transpose(chunks = 2), trainable encoder", &out);
+    assert_matches_one_process("qwen2_5_vl, P = 2, transpose(chunks = 2), trainable encoder, owner adaptive", &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary =
+        stdout.lines().find(|l| l.starts_with("per-batch plans: 4 steps, ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(!summary.contains(", 0 on their own plan"), "no step ran its batch's own plan: {summary}");
 }
 
 /// Lookahead with a frozen encoder and a zbv body at P = 4: the run matches one process, and

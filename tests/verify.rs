@@ -192,6 +192,11 @@ fn transpose_skeletons_match_one_process() {
             case(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("by_microbatch"), &[], true),
             // HyperParallel's style.
             case(VLM, "transpose(prefix), 1f1b", Some("round_robin"), &[], true),
+            // A plan per batch: image sizes change every microbatch and step, each step runs the
+            // plan `mpipec adapt` derived for it during the step before.
+            case(VLM, "transpose(chunks = 2), 1f1b", Some("adaptive"), &["model.enc.frozen=false"], true),
+            // ... and lookahead features move where the next step's plan sends them from.
+            case(VLM, "transpose(chunks = 4, lookahead = 1), 1f1b", Some("adaptive"), &[], true),
         ],
     );
     for (procs, m) in case(VLM, "", None, &[], false).points() {
@@ -210,6 +215,37 @@ fn transpose_skeletons_match_one_process() {
         !lookahead.is_empty() && lookahead.iter().all(|o| o.contains("3 step(s)")),
         "a lookahead plan runs at least 3 steps:\n{lookahead:?}"
     );
+    adaptive_runs_switch_plans_without_waiting(&outputs);
+}
+
+/// The adaptive cases: every run printed its per-batch plans; some steps ran their own plan and
+/// some plans differ between steps, lookahead features moved between owners, and no step after
+/// the first waited for its plan longer than a fraction of it (derived while the last step ran).
+fn adaptive_runs_switch_plans_without_waiting(outputs: &[String]) {
+    let adaptive: Vec<&String> = outputs.iter().filter(|o| o.contains("per-batch plans: ")).collect();
+    assert_eq!(adaptive.len(), 6, "two adaptive cases at three points each:\n{outputs:?}");
+    let number = |o: &str, after: &str| -> f64 {
+        let rest = &o[o.find(after).unwrap_or_else(|| panic!("no `{after}` in\n{o}")) + after.len()..];
+        rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
+    };
+    let own: f64 = adaptive.iter().map(|o| number(o, " steps, ")).sum();
+    let distinct = adaptive.iter().filter(|o| number(o, " on their own plan, ") > 1.0).count();
+    assert!(own > 0.0 && distinct > 0, "no step ran a plan of its own, or every step the same:\n{adaptive:?}");
+    let moved = adaptive.iter().filter(|o| o.contains("lookahead = 1")).any(|o| {
+        o.lines().any(|l| l.starts_with("lookahead features moved") && l.contains(|c: char| ('1'..='9').contains(&c)))
+    });
+    assert!(moved, "no lookahead feature moved to another step's owner:\n{adaptive:?}");
+    for o in adaptive {
+        println!(
+            "{}",
+            o.lines()
+                .filter(|l| l.starts_with("verifying") || l.starts_with("per-batch"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        // Generous: the miniature's steps take milliseconds on a loaded machine, its plans too.
+        assert!(number(o, "(longest ") < 250.0, "a step waited on its plan:\n{o}");
+    }
 }
 
 /// vlm.mpipe's plan.json under `sets`, as `build --target torch` writes it.
@@ -350,6 +386,12 @@ fn hf_refuses_an_unknown_family_a_mismatched_model_and_an_empty_stage_before_sta
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("the plan's model has one part: llm (decoder)"), "{stderr}");
+
+    // A plan per batch varies image sizes only on the miniature.
+    let out = refused(VLM, &["--procs", "2", "--model", "hf:llava", "--set", "owner=adaptive"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("verify an `owner adaptive` plan on the miniature"), "{stderr}");
 
     // 16 layers cannot fill 20 stages: the checker's diagnostic, before any process.
     let out = refused(VLM_SHARDED, &["--procs", "20", "--model", "hf:llava"]);

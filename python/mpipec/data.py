@@ -286,6 +286,12 @@ class Batches:
         """The tokens (text and image placeholders) of a step's first `microbatches` microbatches."""
         return sum(len(s.input_ids) for mb in range(microbatches) for s in self.chosen(step, mb))
 
+    def image_tokens(self, step, mb):
+        """Microbatch `mb`'s image tokens of `step`: its samples' image placeholders, what the
+        plan's batch.image_tokens counts (an adaptive plan is derived from them)."""
+        image = self.tokens.family.image_token_id
+        return sum(s.input_ids.count(image) for s in self.chosen(step, mb))
+
     def __call__(self, step, mb):
         """Microbatch `mb` of step `step`: input_ids, labels, mm_token_type_ids and the family's
         pixel tensors."""

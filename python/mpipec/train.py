@@ -95,6 +95,8 @@ class Run:
             layout = json.load(f)
         self.kinds, self.seq_len = layout["kinds"], layout["seq_len"]
         self.micro_batch_size = layout["micro_batch_size"]
+        # An adaptive plan's `mpipec adapt` command: each step runs the plan of its batch's sizes.
+        self.adaptive = layout.get("adaptive")
         pipeline = self.plan["pipeline"]
         self.m, self.dp = pipeline["microbatches"], pipeline["dp"]
         self.world = len(self.plan["rank_map"])
@@ -239,15 +241,20 @@ def save(a, done, ex, optimizer, scheduler):
 def train(a, run, model, adapter, batches, device, record=None):
     """One process's training: the steps from the checkpoint, if any, to --steps (or
     --stop-after); with `record`, each step's loss and gradients go into it."""
+    ahead = per_batch_plans(run, batches, resumed=bool(a.resume))
     groups, ex, optimizer, scheduler, start = setup(a, run, model, adapter, device)
+    if ahead is not None:
+        ahead.attach(ex)
     holds_log = groups.dp_rank == 0 and run.plan["stages"][-1].get("rank") == groups.pp_rank
     log = Log(a.log_file if holds_log else None, resumed=start > 0)
     source, first = Microbatches(batches, model, adapter), groups.dp_rank * run.m
-    for step in range(start, min(a.steps, a.stop_after or a.steps)):
+    last = min(a.steps, a.stop_after or a.steps)
+    for step in range(start, last):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started = time.perf_counter()
-        losses = ex.step(source.of(step, first), source.of(step + 1, first) if step + 1 < a.steps else None)
+        plan = ahead.plan(step, step + 1 < last) if ahead is not None else None
+        losses = ex.step(source.of(step, first), source.of(step + 1, first) if step + 1 < a.steps else None, plan=plan)
         loss = step_loss(losses, run, groups)
         if record is not None:
             record["grads"].append(_named(ex, run.plan, groups.pp_rank))
@@ -261,7 +268,24 @@ def train(a, run, model, adapter, batches, device, record=None):
         if loss is not None:
             log.write(step + 1, loss, time.perf_counter() - started, batches.tokens_in(step, run.m * run.dp))
         save(a, step + 1, ex, optimizer, scheduler)
+    if ahead is not None:
+        summary = ahead.close()
+        if holds_log:
+            print(summary, flush=True)
+        if record is not None:
+            record["digests"] = ahead.digests
     return groups
+
+
+def per_batch_plans(run, batches, resumed):
+    """An adaptive plan's per-batch plans (mpipec.torch.plans), each step's from its batch's
+    image tokens; None for a static plan. A resumed run starts deriving at its first step."""
+    if not run.adaptive:
+        return None
+    from .torch import plans
+
+    tokens = lambda step: plans.batch_tokens(lambda mb, s: batches.image_tokens(s, mb), step, run.m, run.dp)
+    return plans.OneStepAhead(run.adaptive, run.plan, tokens, first=None if resumed else 0)
 
 
 def _loss(output, batch):
@@ -371,6 +395,9 @@ def local(a, run, model, adapter, batches):
     from .torch.verify import TOLERANCE, Worst, compare_steps
 
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(run.plan["pipeline"]["ranks"])]
+    if any(r.get("digests") != ranks[0].get("digests") for r in ranks):
+        print("error: the pipeline ranks ran different per-batch plans", file=sys.stderr)
+        return EXIT_INPUT
     worst = Worst()
     missing = compare_steps(ranks, ref, a.steps, worst)
     if missing:

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing, streams, colour, exit codes. One module per
 //! subcommand; the compiler itself is the `mpipe` library.
 
+mod adapt;
 mod bench;
 mod build;
 mod check;
@@ -341,6 +342,14 @@ enum Command {
     /// stages cut from a transformers model directory, LLaVA conversation data through the
     /// model's own processor, AdamW with warm-up and cosine decay (see docs/train.md)
     Train(Box<train::Options>),
+    /// Serve the per-batch plans of an `owner adaptive` plan to a runtime: one JSON array of
+    /// each microbatch's image tokens a line on standard input, one JSON line on standard
+    /// output per batch (which plan runs, both simulated steps, and the batch's own plan.json
+    /// when it runs); the plan is checked and built once (see docs/runtime.md)
+    Adapt {
+        /// The plan (.mpipe), whose owner is `adaptive`
+        plan: std::path::PathBuf,
+    },
 }
 
 /// Exit statuses: 0 success, 1 errors in the input, 2 usage or I/O errors (101 is a crash).
@@ -470,6 +479,7 @@ pub fn main() -> ExitCode {
             verify::run(&cli.global, plan, &options)
         }
         Command::Train(options) => train::run(&cli.global, options),
+        Command::Adapt { plan } => adapt::run(&cli.global, plan),
     };
     ExitCode::from(status)
 }

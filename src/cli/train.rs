@@ -90,30 +90,35 @@ fn overrides(global: &Global, options: &Options) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The plan checked with the job's shape; `Err` is the exit status, its diagnostics reported.
-fn job_plan(global: &Global, options: &Options) -> Result<Plan, u8> {
-    let extra = overrides(global, options);
+/// The plan checked with the job's shape (`extra`: `overrides`); `Err` is the exit status, its
+/// diagnostics reported.
+fn job_plan(global: &Global, options: &Options, extra: &[(String, String)]) -> Result<Plan, u8> {
     let mut global = global.clone();
-    global.set.extend(extra);
+    global.set.extend(extra.iter().cloned());
     let mut reporter = Reporter::new(&global);
     let (_, plan) = super::check::load_plan(&global, &options.plan, &mut reporter)?;
     reporter.finish();
     Ok(plan)
 }
 
-/// What `mpipec.train` needs and plan.json does not hold.
-fn layout(plan: &Plan) -> serde_json::Value {
-    serde_json::json!({
+/// What `mpipec.train` needs and plan.json does not hold; `adaptive`: the command that derives
+/// an adaptive plan's per-batch plans (`mpipec adapt`).
+fn layout(plan: &Plan, adaptive: Option<Vec<String>>) -> serde_json::Value {
+    let mut layout = serde_json::json!({
         "kinds": mpipe::backend::torch::kinds(plan),
         "seq_len": plan.batch.seq_len,
         "micro_batch_size": plan.batch.micro_batch_size,
-    })
+    });
+    if let Some(command) = adaptive {
+        layout["adaptive"] = command.into();
+    }
+    layout
 }
 
-fn write_run(dir: &Path, ir: &mpipe::ir::PlanIr, plan: &Plan) -> std::io::Result<()> {
+fn write_run(dir: &Path, ir: &mpipe::ir::PlanIr, layout: &serde_json::Value) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("plan.json"), ir.to_json())?;
-    std::fs::write(dir.join("train.json"), layout(plan).to_string())
+    std::fs::write(dir.join("train.json"), layout.to_string())
 }
 
 /// The problems with the options that show before Python starts, each a sentence.
@@ -189,7 +194,8 @@ pub fn run(global: &Global, options: &Options) -> u8 {
     if !problems.is_empty() {
         return usage_error(global, &problems.join("\nerror: "), EXIT_USAGE);
     }
-    let plan = match job_plan(global, options) {
+    let extra = overrides(global, options);
+    let plan = match job_plan(global, options, &extra) {
         Ok(plan) => plan,
         Err(status) => return status,
     };
@@ -208,7 +214,8 @@ pub fn run(global: &Global, options: &Options) -> u8 {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("mpipec-train-{}", std::process::id())),
     };
-    if let Err(e) = write_run(&dir, &ir, &plan) {
+    let layout = layout(&plan, super::adapt::command(global, path, &plan, &extra));
+    if let Err(e) = write_run(&dir, &ir, &layout) {
         return usage_error(global, &format!("cannot write the run to `{}`: {e}", dir.display()), EXIT_USAGE);
     }
     let package = match super::python::package_root() {

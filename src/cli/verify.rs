@@ -89,12 +89,35 @@ fn miniature_plan(global: &Global, path: &Path, options: &Options) -> Result<Pla
     Ok(mini)
 }
 
+/// An adaptive plan's run: its image sizes change every microbatch and step (the miniature's
+/// `plan_image_tokens`), and each process derives each step's plan through `mpipec adapt`.
+fn adaptive_config(
+    global: &Global,
+    path: &Path,
+    mini: &Plan,
+    options: &Options,
+    mut config: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let overrides = miniature_overrides(mini.cluster.pp, options.dp);
+    let Some(command) = super::adapt::command(global, path, mini, &overrides) else { return Ok(config) };
+    if options.model != "miniature" {
+        return Err(format!(
+            "`--model {}` has batches of one image size; verify an `owner adaptive` plan on the miniature, or train it on a transformers model with `mpipec train`",
+            options.model
+        ));
+    }
+    config["plan_image_tokens"] = mini.batch.image_tokens.iter().copied().max().unwrap_or(0).into();
+    config["adaptive"] = command.into();
+    Ok(config)
+}
+
 /// Steps the run needs: a profile's warm-up and two more; a lookahead plan's first step differs
 /// from the rest (its prologue encodes the first batch), so the steady state starts with the
-/// second, and a third shows it holds.
+/// second, and a third shows it holds; an adaptive plan changes plans at least twice.
 fn steps_needed(mini: &Plan, options: &Options) -> usize {
     let lookahead = mini.schedule.iter().any(|s| matches!(s.skeleton, Skeleton::Transpose { lookahead: true, .. }));
-    if options.profile || lookahead { options.steps.max(3) } else { options.steps }
+    let adaptive = mini.owner == Some(mpipe::algebra::OwnerSpec::Adaptive);
+    if options.profile || lookahead || adaptive { options.steps.max(3) } else { options.steps }
 }
 
 fn title(path: &Path, mini: &Plan, steps: usize, config: &serde_json::Value) -> String {
@@ -134,6 +157,10 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
     let config = match model_config(&options.model, &mini) {
         Ok(c) => c,
         Err((message, status)) => return usage_error(global, &message, status),
+    };
+    let config = match adaptive_config(global, plan, &mini, options, config) {
+        Ok(c) => c,
+        Err(message) => return usage_error(global, &message, EXIT_USAGE),
     };
     let steps = steps_needed(&mini, options);
     let title = title(plan, &mini, steps, &config);

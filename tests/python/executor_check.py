@@ -9,7 +9,8 @@ same model; C: a plan of 4 ranks. Each process, in one job:
 - trains A 4 steps with AdamW and the global-norm clip; then again, 2 steps, a checkpoint
   (the replicated encoder's parameters and optimizer state once, in replicated.pt), fresh
   modules and optimizer loaded from it, steps 3-4: losses and parameters bit-identical;
-- loading that checkpoint into B's executor: refused naming the stages that differ;
+- loading that checkpoint into B's executor: refused naming the stages that differ; a step
+  given B as its own plan (what an adaptive plan's steps get): refused, its stages differ;
 - one step under bf16 autocast, and one with bf16 modules and fp32 master weights.
 The parent checks the clip's global norm against one process's gradients. Prints `ok`.
 """
@@ -138,6 +139,7 @@ def worker(rank, world, rendezvous, outs, scratch):
     other_groups = devices.groups(other)
     other_ex = Executor(other, None, fresh(other, other_config, other_groups, device), miniature.loss, other_groups)
     result["other_plan"] = refusal(lambda: load_checkpoint(other_ex, os.path.join(scratch, "ckpt")))
+    result["other_step_plan"] = refusal(lambda: whole.ex.step(whole.batches(0), plan=other))
     result["precision"] = precision(plan, config, groups, device)
     torch.save(result, os.path.join(scratch, f"rank{rank}.pt"))
     dist.barrier()
@@ -159,6 +161,7 @@ def check(results, plan, config):
         expect(differs and "replicated stage 0 (region `enc`) differs between pp 0 dp 0 and pp 1 dp 0" in differs, f"encoder: {differs}")
         expect(r["other_plan"] and "was written for another plan" in r["other_plan"] and "stage 0:" in r["other_plan"],
                f"other plan: {r['other_plan']}")
+        expect(r["other_step_plan"] and "other stages" in r["other_step_plan"], f"a step's own plan: {r['other_step_plan']}")
     for r in results:
         shared, replicas, own, owned = r["saved"]
         expect(shared == replicas > 0 and own == owned, f"optimizer state saved: replicated {shared} of {replicas}, own {own} of {owned}")

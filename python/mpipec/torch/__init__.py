@@ -3,13 +3,14 @@
     from mpipec.torch import Executor, load_plan, stage_ids, devices
 
 Executor (mpipec.torch.executor) is the entry point; actions (plan decoding), wire (the
-message header), devices (backends and groups), checks, clip, amp, checkpoint, the adapters
+message header), plans (an adaptive plan's per-batch plans), devices (backends and groups), checks, clip, amp, checkpoint, the adapters
 (miniature, hf) and the verify harness are its modules. Names load on first use, so that
 ``python -m mpipec.torch.verify`` can say that torch is missing instead of failing here.
 """
 
 _EXPORTS = {
     "Executor": "executor",
+    "Plans": "plans", "StepPlan": "plans",
     "Action": "actions", "Op": "actions", "Dir": "actions", "PlanError": "actions",
     "load_plan": "actions", "rank_actions": "actions", "stage_ids": "actions",
     "clip_grad_norm_": "clip",

@@ -22,6 +22,7 @@ replicated encoder's all-reduce over the pipeline group, the dp reduction. The o
 step once ``step()`` returns, or at the plan's ``optimizer_step`` through ``on_optimizer_step``.
 """
 
+import collections
 import contextlib
 import time
 
@@ -29,8 +30,39 @@ import torch
 import torch.distributed as dist
 
 from . import wire
-from .actions import Dir, Group, Op, PlanError, load_plan, rank_actions, replicated, stage_ids
+from .actions import Action, Dir, Group, Op, PlanError, load_plan, rank_actions, replicated, stage_ids
 from .checks import check_modules
+
+
+# Per-batch plans whose lists an executor keeps decoded (an adaptive run's recent batch shapes).
+KEEP_LISTS = 16
+
+
+class _Lists:
+    """What one plan asks of one rank: its prologue and instructions as actions, the messages
+    each peer sends it a step, and where each lookahead feature is encoded."""
+
+    def __init__(self, plan, rank, globals_):
+        self.plan, self.rank = plan, rank
+        self.prologue, self.actions = rank_actions(plan, rank)
+        self.expected = {}
+        for a in self.actions:
+            if a.op is Op.RECV:
+                peer = globals_[a.peer]
+                self.expected[peer] = self.expected.get(peer, 0) + 1
+        self.holders = _holders(plan)
+
+
+def _holders(plan):
+    """Each lookahead feature (the last encoder stage's output of a next-step encode) -> the
+    pipeline rank that encodes it, and so sends it in the step after."""
+    encoded = {}
+    for r in plan["ranks"]:
+        for i in r["instructions"]:
+            if i["op"] == "forward" and i.get("step") == 1:
+                a = Action.from_json(i)
+                encoded[a.key] = r["rank"]
+    return {key: rank for key, rank in encoded.items() if (key[0] + 1,) + key[1:] not in encoded}
 
 
 class _Step:
@@ -107,23 +139,24 @@ class Executor:
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.m = self.plan["pipeline"]["microbatches"]
         self.last_stage = len(self.plan["stages"]) - 1
-        self.prologue, self.actions = rank_actions(self.plan, self.rank)
         self.region_of = {s["id"]: s["region"] for s in self.plan["stages"]}
         check_modules(self.plan, self.rank, self.modules, self.groups, layer_shapes)
         self.mailbox = {}
-        # Messages each peer sends this rank a step, and, on gloo, the next header's receive
-        # posted ahead (NCCL runs a pair's sends and receives on one stream: a receive posted
-        # ahead would hold back this rank's sends to that peer).
-        self.expected = {}
-        for a in self.actions:
-            if a.op is Op.RECV:
-                peer = self.groups.globals[a.peer]
-                self.expected[peer] = self.expected.get(peer, 0) + 1
+        # On gloo the next header's receive from each peer is posted ahead (NCCL runs a pair's
+        # sends and receives on one stream: a receive posted ahead would hold back this rank's
+        # sends to that peer).
         self.ahead_headers = dist.get_backend() == "gloo"
+        # The static plan's lists, and an adaptive plan's per-batch ones as steps bring them.
+        self.lists = _Lists(self.plan, self.rank, self.groups.globals)
+        self.known = collections.OrderedDict()
         self.headers, self.remaining = {}, {}
         # Lookahead: features encoded during a step (or the prologue) for the step after it;
         # None until the prologue has run (or after a step that had no next batch to encode).
         self.carried = None
+        # Where each carried feature was encoded: the lists of the step that encoded it.
+        self.carried_by = None
+        # Per step: the carried features moved to where that step's plan sends them from.
+        self.handed_over = []
         # (stage, mb) -> (images, tokens) of each part a gathered input was made of.
         self.slices = {}
         # Per step: the seconds each action took, in list order.
@@ -137,24 +170,29 @@ class Executor:
 
     # ---- the public surface -------------------------------------------------------------------
 
-    def step(self, microbatches, next_microbatches=None):
+    def step(self, microbatches, next_microbatches=None, plan=None):
         """Runs this rank's instructions once over `microbatches` (this replica's M batch dicts,
         a sequence or a function of the microbatch index); returns the losses of the
         microbatches whose last stage this rank runs (each unscaled, detached), else [].
         A lookahead plan's encoder also encodes `next_microbatches`, the next step's; without
-        them the next step encodes its own first."""
+        them the next step encodes its own first. `plan`: this step's own plan (an adaptive
+        plan's per-batch plan.json, or a mpipec.torch.plans.StepPlan, whose lists `decode`
+        may have made off the critical path), the same on every rank; None: the plan the
+        executor was made with."""
         batch, next_batch = _batches(microbatches, self.device), _batches(next_microbatches, self.device)
+        self.lists = lists = self._lists_of(plan)
+        st = _Step(batch, next_batch, lists.actions)
         if self.carried is None:
-            self.carried = self._encode_ahead_all(self.prologue, batch)
-        st = _Step(batch, next_batch, self.actions)
-        self.remaining = dict(self.expected)
+            self.carried, self.carried_by = self._encode_ahead_all(lists.prologue, batch), lists
+        self.handed_over.append(self._hand_over(st))
+        self.remaining = dict(lists.expected)
         if self.ahead_headers:
-            for peer in self.expected:
+            for peer in lists.expected:
                 self._post_header(peer)
         st.acts = dict(self.carried)
         durations = []
         self.timings.append(durations)
-        for k, a in enumerate(self.actions):
+        for k, a in enumerate(lists.actions):
             started = time.perf_counter()
             st.index = k
             try:
@@ -168,9 +206,71 @@ class Executor:
         for works, _ in st.pending:
             for work in works:
                 work.wait()
-        self.carried = st.ahead if next_batch is not None or not self.prologue else None
+        self.carried = st.ahead if next_batch is not None or not lists.prologue else None
+        self.carried_by = lists
         self.steps += 1
         return st.losses
+
+    @property
+    def actions(self):
+        """The actions this rank ran last (or runs next, before the first step)."""
+        return self.lists.actions
+
+    def decode(self, plan):
+        """This rank's lists of `plan`, for ``step(plan=...)``; touches nothing of the
+        executor's, so a thread may make them while a step runs (mpipec.torch.plans does)."""
+        return _Lists(plan, self.rank, self.groups.globals)
+
+    def _lists_of(self, plan):
+        """This rank's lists of `plan` (None: the executor's own; a StepPlan: its plan, with the
+        lists `decode` made of it), kept for the last few plans."""
+        decoded = getattr(plan, "lists", None)
+        plan = getattr(plan, "plan", plan)
+        if plan is None:
+            plan = self.plan
+        known = self.known.get(id(plan))
+        if known is not None and known[0] is plan:
+            self.known.move_to_end(id(plan))
+            return known[1]
+        if plan is not self.plan and (plan["stages"] != self.plan["stages"] or plan["rank_map"] != self.plan["rank_map"]):
+            raise PlanError("a step's plan has other stages or ranks than the plan the executor was made with")
+        if decoded is not None and decoded.plan is plan and decoded.rank == self.rank:
+            lists = decoded
+        elif plan is self.lists.plan:
+            lists = self.lists
+        else:
+            lists = self.decode(plan)
+        # The plan is held beside its lists, so its id is not reused while it is here.
+        self.known[id(plan)] = (plan, lists)
+        while len(self.known) > KEEP_LISTS:
+            self.known.popitem(last=False)
+        return lists
+
+    def _hand_over(self, st):
+        """Lookahead features wait where the step that encoded them placed their encode; a step
+        whose plan sends them from another rank (a per-batch plan with other owners) gets them
+        there first: each holder sends, each new holder receives, in one order every rank
+        derives from the two plans. Returns how many features moved."""
+        if not self.carried or self.carried_by is self.lists:
+            return 0
+        before, after = self.carried_by.holders, self.lists.holders
+        moves = sorted((key, before[key], after[key]) for key in before if key in after and before[key] != after[key])
+        for key, src, _ in moves:
+            if src == self.rank:
+                t = self.carried.pop(key).detach().contiguous()
+                peer = self.groups.globals[after[key]]
+                st.sends += [dist.P2POp(dist.isend, wire.header(Dir.ACT, key[0], key[1], t), peer), dist.P2POp(dist.isend, t, peer)]
+        self._flush(st)
+        for key, src, dst in moves:
+            if dst == self.rank:
+                peer = self.groups.globals[src]
+                h = wire.empty(self.device)
+                dist.recv(h, peer)
+                _, t = wire.decode(h)
+                dist.recv(t, peer)
+                self.carried[key] = t
+        self.carried_by = self.lists
+        return len(moves)
 
     def parameters(self, counted=False):
         """The trainable parameters of this rank's stages; `counted`: only those this process
@@ -273,7 +373,8 @@ class Executor:
         peer = self.groups.globals[a.peer]
         st.sends += [dist.P2POp(dist.isend, wire.header(a.dir, a.stage, a.mb, t), peer), dist.P2POp(dist.isend, t, peer)]
         # A run of sends goes out as one batch (one NCCL group call).
-        following = self.actions[st.index + 1] if st.index + 1 < len(self.actions) else None
+        actions = self.lists.actions
+        following = actions[st.index + 1] if st.index + 1 < len(actions) else None
         if following is None or following.op is not Op.SEND:
             self._flush(st)
 

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from . import adapter as adapters
-from . import devices
+from . import devices, plans
 from .actions import load_plan, stage_ids
 from .executor import Executor
 
@@ -47,12 +47,28 @@ def _mean_loss(losses, plan, groups):
     return float(total)
 
 
+def per_batch_plans(config, plan, adapter):
+    """An adaptive plan's per-batch plans (config["adaptive"]: the `mpipec adapt` command), of
+    the image tokens of each step's batch (the adapter's `image_tokens(mb, step, config)`);
+    None for a static plan."""
+    if "adaptive" not in config:
+        return None
+    count = getattr(adapter, "image_tokens", None)
+    if count is None:
+        raise ValueError("the plan's owner is adaptive, but the adapter says nothing of its batches' image sizes (image_tokens)")
+    m, dp = plan["pipeline"]["microbatches"], plan["pipeline"]["dp"]
+    tokens = lambda step: plans.batch_tokens(lambda mb, s: count(mb, s, config), step, m, dp)
+    return plans.OneStepAhead(config["adaptive"], plan, tokens)
+
+
 def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False):
     """One process of the plan: builds its stages through `adapter`, trains `steps` steps with
     SGD; with `record` (a dict), fills in each step's loss, gradients and seconds and the final
-    parameters."""
+    parameters (and, for an adaptive plan, each step's StepPlan and wait)."""
     plan = load_plan(plan)
     groups = devices.groups(plan)
+    # An adaptive plan's first batch is derived while the stages are built.
+    ahead = per_batch_plans(config, plan, adapter)
     modules = adapters.stage_modules(adapter, plan, stage_ids(plan, groups.pp_rank), config, device)
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
@@ -71,17 +87,22 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
                   layer_shapes=adapters.layer_shapes(adapter, config))
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
+    if ahead is not None:
+        ahead.attach(ex)
     for step in range(steps):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started = time.perf_counter()
-        ex.step(of(step), of(step + 1))
+        this = ahead.plan(step, step + 1 < steps) if ahead is not None else None
+        ex.step(of(step), of(step + 1), plan=this)
         record["step_seconds"].append(time.perf_counter() - started)
         loss = record["losses"][-1]
         if print_losses and loss is not None and groups.dp_rank == 0:
             print(f"step {step}: loss {loss:.6f} ({record['step_seconds'][-1]:.3f} s on rank {dist.get_rank()})", flush=True)
     record.update(params=_named(modules, plan, groups.pp_rank, False), timings=ex.timings, pp_rank=groups.pp_rank,
                   dp_rank=groups.dp_rank, microbatches=m)
+    if ahead is not None:
+        record.update(summary=ahead.close(), digests=ahead.digests, handed_over=ex.handed_over)
     return record
 
 

@@ -111,9 +111,10 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progres
         os._exit(1)
 
 
-def unfinished(plan, progress):
+def unfinished(plan, progress, per_batch=False):
     """A note per process that did not finish: the instruction it was at when the run ended (a
-    rank that died or hung is the one whose peers waited on it)."""
+    rank that died or hung is the one whose peers waited on it); `per_batch`: each step ran its
+    own plan, whose instruction the static plan cannot name."""
     from .actions import Action
 
     for c in sorted(plan["rank_map"], key=lambda c: c["global"]):
@@ -122,6 +123,8 @@ def unfinished(plan, progress):
             continue
         if k < 0:
             yield f"note: process {c['global']} (rank {c['pp']}) stopped before its first instruction"
+        elif per_batch:
+            yield f"note: process {c['global']} (rank {c['pp']}) stopped at step {step}, instruction {k} of that step's plan"
         else:
             a = Action.from_json(plan["ranks"][c["pp"]]["instructions"][k])
             yield f"note: process {c['global']} (rank {c['pp']}) stopped at step {step}, instruction {k} ({a})"
@@ -144,7 +147,20 @@ def run_pipelined(plan, config, steps, out_dir):
         args = (world, rendezvous, plan, config, steps, out_dir, os.environ.get("MPIPE_FAIL_AT"), progress)
         mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
     except Exception as e:
-        return [f"error: the pipelined run failed: {str(e).strip().splitlines()[-1]}"] + list(unfinished(plan, progress))
+        notes = unfinished(plan, progress, "adaptive" in config)
+        return [f"error: the pipelined run failed: {str(e).strip().splitlines()[-1]}"] + list(notes)
+    return None
+
+
+def same_plans(ranks):
+    """An adaptive run's plans: printed, and an error line unless every rank ran the same plan
+    each step."""
+    print(ranks[0]["summary"])
+    print(f"lookahead features moved to the next plan's owners, per step: {ranks[0]['handed_over']}")
+    for step, digest in enumerate(ranks[0]["digests"]):
+        others = [k for k, r in enumerate(ranks) if r["digests"][step] != digest]
+        if others:
+            return f"error: step {step}: ranks {others} ran another plan than rank 0"
     return None
 
 
@@ -217,6 +233,11 @@ def verify(plan, config, steps, out_dir, profile=False):
         print("\n".join(failed), file=sys.stderr)
         return 1
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(plan["pipeline"]["ranks"])]
+    if "digests" in ranks[0]:
+        differ = same_plans(ranks)
+        if differ:
+            print(differ, file=sys.stderr)
+            return 1
     worst = Worst()
     missing = compare_steps(ranks, ref, steps, worst)
     if missing:
