@@ -525,7 +525,8 @@ fn transpose_split_images_match_one_process() {
 /// refused on every rank before any step (world size, tp, a missing stage module, a replicated
 /// encoder that differs), AdamW with the global-norm clip (the single process's norm), a
 /// checkpoint after step 2 resumed bit-identically to 4 uninterrupted steps, a checkpoint of
-/// another plan refused naming its stages, bf16 autocast and fp32 master weights.
+/// another plan refused naming its stages, bf16 autocast and fp32 master weights, fp16 autocast
+/// with dynamic loss scaling near fp32 and an overflow on one rank skipping the step on all.
 #[test]
 fn executor_library_trains_clips_resumes_and_refuses_bad_input() {
     let scratch = std::env::temp_dir().join(format!("mpipec-executor-{}", std::process::id()));

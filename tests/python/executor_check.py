@@ -11,7 +11,10 @@ same model; C: a plan of 4 ranks. Each process, in one job:
   modules and optimizer loaded from it, steps 3-4: losses and parameters bit-identical;
 - loading that checkpoint into B's executor: refused naming the stages that differ; a step
   given B as its own plan (what an adaptive plan's steps get): refused, its stages differ;
-- one step under bf16 autocast, and one with bf16 modules and fp32 master weights.
+- one step under bf16 autocast, and one with bf16 modules and fp32 master weights;
+- 4 steps under fp16 autocast with dynamic loss scaling (the scale grows every 2 steps), within
+  FP16_TOLERANCE of the fp32 losses; one step whose gradients overflow on pipeline rank 1
+  alone: skipped on both ranks (no parameter moves), the scale halved on both.
 The parent checks the clip's global norm against one process's gradients. Prints `ok`.
 """
 
@@ -25,13 +28,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-from mpipec.torch import Executor, MasterWeights, PlanError, load_checkpoint, load_plan, save_checkpoint, stage_ids  # noqa: E402
+from mpipec.torch import Executor, GradScaler, MasterWeights, PlanError, load_checkpoint, load_plan, save_checkpoint, stage_ids  # noqa: E402
 from mpipec.torch import devices, miniature  # noqa: E402
 from mpipec.torch.actions import replicated  # noqa: E402
 from mpipec.torch.adapter import stage_modules  # noqa: E402
 from mpipec.torch.verify import reference  # noqa: E402
 
 STEPS = 4
+# fp16 autocast with loss scaling against fp32: each step's loss and gradient norm within this
+# (relative; measured 3e-4).
+FP16_TOLERANCE = 2e-3
 
 
 def load(out):
@@ -68,23 +74,32 @@ def fresh(plan, config, groups, device):
 
 
 class Run:
-    """An executor over fresh modules with AdamW, clipping at 0.5 every step."""
+    """An executor over fresh modules with AdamW, clipping at 0.5 every step, through a
+    GradScaler (disabled unless `scaler` is given)."""
 
-    def __init__(self, plan, config, groups, device, **kw):
+    def __init__(self, plan, config, groups, device, scaler=None, **kw):
         self.plan, self.config = plan, config
         self.modules = fresh(plan, config, groups, device)
-        self.ex = Executor(plan, None, self.modules, miniature.loss, groups, device=device, **kw)
+        self.scaler = scaler or GradScaler(enabled=False)
+        self.ex = Executor(plan, None, self.modules, miniature.loss, groups, device=device, scaler=self.scaler, **kw)
         self.opt = torch.optim.AdamW(list(self.ex.parameters()), lr=1e-3)
-        self.losses, self.norms = [], []
+        self.losses, self.norms, self.scales = [], [], []
 
     def batches(self, step):
         return lambda j: miniature.batch(j, step, self.config)
 
-    def steps(self, first, last):
+    def steps(self, first, last, poison=None):
+        """Steps `first` to `last`; `poison(executor)` may spoil the gradients before the
+        optimizer's part."""
         for step in range(first, last):
             self.losses.append([float(l) for l in self.ex.step(self.batches(step), self.batches(step + 1))])
+            if poison is not None:
+                poison(self.ex)
+            self.scaler.unscale_(self.opt)
             self.norms.append(float(self.ex.clip_grad_norm_(0.5)))
-            self.opt.step()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            self.scales.append(self.scaler.get_scale())
             self.opt.zero_grad(set_to_none=True)
 
     def params(self):
@@ -107,6 +122,25 @@ def precision(plan, config, groups, device):
     moved = any(not torch.equal(before[k], v) for k, v in low.params().items())
     dtypes = sorted({str(p.dtype) for p in low.ex.parameters()} | {str(p.dtype) for p in masters.parameters()})
     return auto.losses[0], [float(l) for l in losses], dtypes, moved
+
+
+def fp16(plan, config, groups, device):
+    """(fp16 autocast with dynamic loss scaling: each step's losses, the global norm of its
+    unscaled gradients and the scale after it;
+    then one step whose gradients overflow on pipeline rank 1 alone: whether a parameter moved,
+    the scale before and after, whether AdamW holds any state)."""
+    scaled = Run(plan, config, groups, device, GradScaler(init_scale=2.0**12, growth_interval=2), autocast=torch.float16)
+    scaled.steps(0, STEPS)
+    over = Run(plan, config, groups, device, GradScaler(init_scale=2.0**12), autocast=torch.float16)
+    before = over.params()
+
+    def poison(ex):
+        if ex.rank == 1:
+            next(p for p in ex.parameters() if p.grad is not None).grad.view(-1)[0] = float("inf")
+
+    over.steps(0, 1, poison)
+    moved = any(not torch.equal(before[k], v) for k, v in over.params().items())
+    return scaled.losses, scaled.norms, scaled.scales, moved, over.scales, bool(over.opt.state)
 
 
 def saved_once(path, ex):
@@ -141,6 +175,7 @@ def worker(rank, world, rendezvous, outs, scratch):
     result["other_plan"] = refusal(lambda: load_checkpoint(other_ex, os.path.join(scratch, "ckpt")))
     result["other_step_plan"] = refusal(lambda: whole.ex.step(whole.batches(0), plan=other))
     result["precision"] = precision(plan, config, groups, device)
+    result["fp16"] = fp16(plan, config, groups, device)
     torch.save(result, os.path.join(scratch, f"rank{rank}.pt"))
     dist.barrier()
     dist.destroy_process_group()
@@ -176,7 +211,18 @@ def check(results, plan, config):
     for name, losses in (("autocast", auto), ("master weights", low)):
         expect(abs(sum(losses) - fp32) <= 3e-2 * fp32, f"bf16 {name} loss {sum(losses)} far from fp32 {fp32}")
     expect(dtypes == ["torch.bfloat16", "torch.float32"] and moved, f"master weights: {dtypes}, moved {moved}")
-    print(f"global norm {norm:.6f}; losses {[round(sum(l), 6) for l in last['losses']]}; bf16 {sum(auto):.6f}, masters {sum(low):.6f}")
+    losses16, norms16 = last["fp16"][:2]
+    for step, (a, b) in enumerate(zip(losses16, last["losses"])):
+        expect(abs(sum(a) - sum(b)) <= FP16_TOLERANCE * sum(b), f"fp16 step {step}: loss {sum(a)} far from fp32 {sum(b)}")
+    for step, (a, b) in enumerate(zip(norms16, last["norms"])):
+        expect(abs(a - b) <= FP16_TOLERANCE * b, f"fp16 step {step}: unscaled gradient norm {a} far from fp32 {b}")
+    for r in results:
+        _, _, scales, moved, over_scales, state = r["fp16"]
+        expect(scales == [2.0**12, 2.0**13, 2.0**13, 2.0**14], f"pp {results.index(r)}: fp16 scales {scales} (a step skipped?)")
+        expect(not moved and not state and over_scales == [2.0**11], f"pp {results.index(r)}: an overflow on pp 1 moved parameters "
+               f"({moved}), stepped AdamW ({state}) or left the scale at {over_scales}")
+    print(f"global norm {norm:.6f}; losses {[round(sum(l), 6) for l in last['losses']]}; bf16 {sum(auto):.6f}, masters {sum(low):.6f}; "
+          f"fp16 {[round(sum(l), 6) for l in losses16]}")
 
 
 def main(outs):

@@ -14,7 +14,7 @@ _EXPORTS = {
     "Action": "actions", "Op": "actions", "Dir": "actions", "PlanError": "actions",
     "load_plan": "actions", "rank_actions": "actions", "stage_ids": "actions",
     "clip_grad_norm_": "clip",
-    "MasterWeights": "amp",
+    "MasterWeights": "amp", "GradScaler": "amp",
     "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint", "CheckpointError": "checkpoint",
 }
 

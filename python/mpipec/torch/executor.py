@@ -93,6 +93,15 @@ def _activation_readers(actions):
     return readers
 
 
+def _checked_scaler(scaler):
+    """torch's own GradScaler decides overflows per process, which would skip the optimizer
+    step on some stages only: refused for the job-wide one."""
+    if isinstance(scaler, torch.amp.GradScaler):
+        raise TypeError("torch.amp.GradScaler skips steps per process, so stages would drift apart; "
+                        "use mpipec.torch.amp.GradScaler, which decides for every process of the job")
+    return scaler
+
+
 def _batches(source, device):
     """Microbatch index -> its batch dict on `device`, moved on first use."""
     if source is None:
@@ -115,7 +124,8 @@ class Executor:
     groups: ``devices.groups(plan)`` (made here when None); device: where batches go (the
     modules' device is the caller's); images(batch, lo, hi): the part of a batch an encoder
     part encodes, for plans that split encodes by images; autocast: a dtype (torch.bfloat16,
-    torch.float16) to run forwards under ``torch.autocast``; on_optimizer_step(losses): called
+    torch.float16) to run forwards under ``torch.autocast``; scaler: an ``amp.GradScaler`` whose
+    scale multiplies each microbatch's loss before its backward (fp16); on_optimizer_step(losses): called
     where the plan places the optimizer step; on_action(step, index, action): called before
     each action (progress reports); layer_shapes(layer): {parameter name: shape} of one of the
     plan's global layers, as the stage modules name them (mpipec.torch.checks): given, every
@@ -124,7 +134,7 @@ class Executor:
     """
 
     def __init__(self, plan, rank, modules, loss_fn, groups=None, *, device=None, images=None, autocast=None,
-                 on_optimizer_step=None, on_action=None, layer_shapes=None):
+                 scaler=None, on_optimizer_step=None, on_action=None, layer_shapes=None):
         from . import devices
 
         self.plan = load_plan(plan)
@@ -135,6 +145,7 @@ class Executor:
         ids = stage_ids(self.plan, self.rank)
         self.modules = dict(zip(ids, modules)) if isinstance(modules, (list, tuple)) else dict(modules)
         self.loss_fn, self.images, self.autocast = loss_fn, images, autocast
+        self.scaler = _checked_scaler(scaler)
         self.on_optimizer_step, self.on_action = on_optimizer_step, on_action
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.m = self.plan["pipeline"]["microbatches"]
@@ -326,7 +337,7 @@ class Executor:
         if a.stage == self.last_stage:
             loss = self.loss_fn(out, st.batch(a.mb))
             st.losses.append(loss.detach())
-            out = loss / self.m
+            out = (loss if self.scaler is None else self.scaler.scale(loss)) / self.m
         return x, out
 
     def _forward(self, a, st):
