@@ -14,7 +14,8 @@ same model; C: a plan of 4 ranks. Each process, in one job:
 - one step under bf16 autocast, and one with bf16 modules and fp32 master weights;
 - 4 steps under fp16 autocast with dynamic loss scaling (the scale grows every 2 steps), within
   FP16_TOLERANCE of the fp32 losses; one step whose gradients overflow on pipeline rank 1
-  alone: skipped on both ranks (no parameter moves), the scale halved on both.
+  alone: skipped on both ranks (no parameter moves), the scale halved on both; one step of fp16
+  modules with fp32 master weights and loss scaling, within FP16_TOLERANCE of fp32.
 The parent checks the clip's global norm against one process's gradients. Prints `ok`.
 """
 
@@ -140,7 +141,26 @@ def fp16(plan, config, groups, device):
 
     over.steps(0, 1, poison)
     moved = any(not torch.equal(before[k], v) for k, v in over.params().items())
-    return scaled.losses, scaled.norms, scaled.scales, moved, over.scales, bool(over.opt.state)
+    return scaled.losses, scaled.norms, scaled.scales, moved, over.scales, bool(over.opt.state), fp16_masters(plan, config, groups, device)
+
+
+def fp16_masters(plan, config, groups, device):
+    """One step of fp16 modules with fp32 master weights and loss scaling: (its losses, the
+    global norm of its unscaled gradients, whether the fp16 parameters moved)."""
+    scaler = GradScaler(init_scale=2.0**12)
+    low = Run(plan, config, groups, device, scaler, autocast=torch.float16)
+    for m in low.modules.values():
+        m.to(torch.float16)
+    masters = MasterWeights(low.ex.parameters())
+    opt = torch.optim.AdamW(masters.parameters(), lr=1e-2)
+    before = low.params()
+    losses = low.ex.step(low.batches(0))
+    scaler.unscale_(low.ex.parameters())
+    norm = float(low.ex.clip_grad_norm_(0.5))
+    masters.step(opt, scaler)
+    scaler.update()
+    moved = any(not torch.equal(before[k], v) for k, v in low.params().items())
+    return [float(l) for l in losses], norm, moved
 
 
 def saved_once(path, ex):
@@ -216,13 +236,18 @@ def check(results, plan, config):
         expect(abs(sum(a) - sum(b)) <= FP16_TOLERANCE * sum(b), f"fp16 step {step}: loss {sum(a)} far from fp32 {sum(b)}")
     for step, (a, b) in enumerate(zip(norms16, last["norms"])):
         expect(abs(a - b) <= FP16_TOLERANCE * b, f"fp16 step {step}: unscaled gradient norm {a} far from fp32 {b}")
+    masters_losses, masters_norm, masters_moved = last["fp16"][-1]
+    expect(abs(sum(masters_losses) - sum(last["losses"][0])) <= FP16_TOLERANCE * sum(last["losses"][0])
+           and abs(masters_norm - last["norms"][0]) <= FP16_TOLERANCE * last["norms"][0] and masters_moved,
+           f"fp16 modules with master weights: loss {sum(masters_losses)}, norm {masters_norm}, moved {masters_moved}")
     for r in results:
-        _, _, scales, moved, over_scales, state = r["fp16"]
+        _, _, scales, moved, over_scales, state, _ = r["fp16"]
         expect(scales == [2.0**12, 2.0**13, 2.0**13, 2.0**14], f"pp {results.index(r)}: fp16 scales {scales} (a step skipped?)")
         expect(not moved and not state and over_scales == [2.0**11], f"pp {results.index(r)}: an overflow on pp 1 moved parameters "
                f"({moved}), stepped AdamW ({state}) or left the scale at {over_scales}")
     print(f"global norm {norm:.6f}; losses {[round(sum(l), 6) for l in last['losses']]}; bf16 {sum(auto):.6f}, masters {sum(low):.6f}; "
-          f"fp16 {[round(sum(l), 6) for l in losses16]}")
+          f"fp16 {[round(sum(l), 6) for l in losses16]}, norms {[round(n, 6) for n in norms16]}; "
+          f"fp16 modules with masters {sum(masters_losses):.6f}, norm {masters_norm:.6f}")
 
 
 def main(outs):
