@@ -85,12 +85,13 @@ class Executor:
     part encodes, for plans that split encodes by images; autocast: a dtype (torch.bfloat16,
     torch.float16) to run forwards under ``torch.autocast``; on_optimizer_step(losses): called
     where the plan places the optimizer step; on_action(step, index, action): called before
-    each action (progress reports).
+    each action (progress reports); synchronize(): waits for the device before each action's
+    time is taken (``timings`` then hold a GPU's work, not its launches).
     Raises PlanError before any step when the plan does not fit the job or the modules.
     """
 
     def __init__(self, plan, rank, modules, loss_fn, groups=None, *, device=None, images=None, autocast=None,
-                 on_optimizer_step=None, on_action=None):
+                 on_optimizer_step=None, on_action=None, synchronize=None):
         from . import devices
 
         self.plan = load_plan(plan)
@@ -102,6 +103,7 @@ class Executor:
         self.modules = dict(zip(ids, modules)) if isinstance(modules, (list, tuple)) else dict(modules)
         self.loss_fn, self.images, self.autocast = loss_fn, images, autocast
         self.on_optimizer_step, self.on_action = on_optimizer_step, on_action
+        self.synchronize = synchronize
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.m = self.plan["pipeline"]["microbatches"]
         self.last_stage = len(self.plan["stages"]) - 1
@@ -161,6 +163,8 @@ class Executor:
                 self._run[a.op](a, st)
             except Exception as e:
                 raise RuntimeError(f"rank {self.rank}, instruction {k} ({a}): {e}") from e
+            if self.synchronize is not None:
+                self.synchronize()
             durations.append(time.perf_counter() - started)
         self._flush(st)
         for works, _ in st.pending:

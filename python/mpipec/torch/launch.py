@@ -47,10 +47,11 @@ def _mean_loss(losses, plan, groups):
     return float(total)
 
 
-def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False):
+def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False, synchronize=None):
     """One process of the plan: builds its stages through `adapter`, trains `steps` steps with
     SGD; with `record` (a dict), fills in each step's loss, gradients and seconds and the final
-    parameters."""
+    parameters. `synchronize` waits for the device before each instruction's time is taken
+    (`mpipec profile` on a GPU)."""
     plan = load_plan(plan)
     groups = devices.groups(plan)
     modules = adapters.stage_modules(adapter, plan, stage_ids(plan, groups.pp_rank), config, device)
@@ -67,7 +68,8 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
             opt.zero_grad(set_to_none=True)
 
     ex = Executor(plan, groups.pp_rank, modules, adapter.loss, groups, device=device,
-                  images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action)
+                  images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action,
+                  synchronize=synchronize)
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
     for step in range(steps):
