@@ -93,8 +93,9 @@ impl Measured {
             if measured_here { measured.push(what) } else { analytic.push(what) }
         };
         sort(p.p2p.is_some(), "point-to-point transfers".into());
-        for group in ["pp", "dp"] {
-            sort(p.all_reduce.contains_key(group), format!("all-reduce over {group}"));
+        sort(p.all_reduce.contains_key("pp"), "all-reduce over pp".into());
+        if plan.cluster.dp > 1 {
+            sort(p.all_reduce.contains_key("dp"), "all-reduce over dp".into());
         }
         sort(p.runtime.is_some(), "the runtime's per-instruction costs".into());
         (measured, analytic)
