@@ -1,4 +1,4 @@
-//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--model M] [--python PATH] [--profile]`:
+//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--model M] [--python PATH] [--profile [FILE]]`:
 //! the plan's miniature (or a tiny Hugging Face model cut as the plan says) run by the torch
 //! runtime (`python -m mpipec.torch.verify`) in N × D processes and in one, compared.
 

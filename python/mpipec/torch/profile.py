@@ -280,36 +280,60 @@ def _quantile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
+FIELD = {"forward": "forward_s", "backward_input": "backward_input_s", "backward_weight": "backward_weight_s",
+         "backward": "backward_s"}
+
+
+def steady(ranks):
+    """(the rank's plan index, step seconds, per-instruction seconds) of every step after the
+    first (warm-up), on replica 0."""
+    for r in ranks:
+        if r["dp_rank"] == 0:
+            yield from ((r["rank"], s, t) for s, t in list(zip(r["step_seconds"], r["timings"]))[1:])
+
+
+def kernel_points(plan, ranks, layers, kinds_of):
+    """(the isolated layers' seconds, the seconds the runtime took) of every compute instruction."""
+    stages, images = plan["stages"], plan["pipeline"].get("images", 1)
+    for rank, _, times in steady(ranks):
+        for i, t in zip(plan["ranks"][rank]["instructions"], times):
+            if i["op"] not in FIELD:
+                continue
+            lo, hi = stages[i["stage"]]["layers"]
+            share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
+            isolated = sum(layers[kinds_of[l]][FIELD[i["op"]]] for l in range(lo, hi) if kinds_of[l] in layers)
+            yield isolated * share, t
+
+
+def calibrate(plan, ranks, layers, kinds_of):
+    """The layers as the runtime runs them: a compute instruction's time fitted to
+    scale · (its layers' isolated times) + a constant, over the plan's run; the layer times are
+    scaled (a stage's layers run back to back, warmer than one alone, or slower beside the other
+    ranks) and the constant is the runtime's per compute instruction. Returns (scale, constant)."""
+    points = list(kernel_points(plan, ranks, layers, kinds_of))
+    if len({round(x, 6) for x, _ in points}) < 2:
+        return 1.0, max(statistics.median(t - x for x, t in points), 0.0) if points else 0.0
+    constant, scale = fit(points)
+    for row in layers.values():
+        for field in FIELD.values():
+            row[field] *= scale
+    return scale, constant
+
+
 def runtime_costs(plan, ranks, layers, kinds_of):
     """The executor's costs beyond the layers: the loop between instructions (the step less
     its instructions' times, per instruction), a compute instruction beyond its layers' times,
     posting a send, a receive of a message already there (the fastest fifth of receives)."""
-    gaps, compute, sends, receives = [], [], [], []
-    stages = plan["stages"]
-    for r in ranks:
-        if r["dp_rank"]:
-            continue
-        instrs = plan["ranks"][r["rank"]]["instructions"]
-        for seconds, times in list(zip(r["step_seconds"], r["timings"]))[1:]:
-            gaps.append((seconds - sum(times)) / max(len(times), 1))
-            for i, t in zip(instrs, times):
-                op = i["op"]
-                if op in ("forward", "backward", "backward_input", "backward_weight"):
-                    lo, hi = stages[i["stage"]]["layers"]
-                    field = {"forward": "forward_s", "backward_input": "backward_input_s",
-                             "backward_weight": "backward_weight_s", "backward": "backward_s"}[op]
-                    share = 1.0
-                    if i.get("images"):
-                        share = (i["images"][1] - i["images"][0]) / plan["pipeline"].get("images", 1)
-                    kernels = sum(layers[kinds_of[l]][field] for l in range(lo, hi) if kinds_of[l] in layers)
-                    compute.append(t - kernels * share)
-                elif op == "send":
-                    sends.append(t)
-                elif op == "recv":
-                    receives.append(t)
+    scale, constant = calibrate(plan, ranks, layers, kinds_of)
+    gaps, sends, receives = [], [], []
+    for rank, seconds, times in steady(ranks):
+        gaps.append((seconds - sum(times)) / max(len(times), 1))
+        for i, t in zip(plan["ranks"][rank]["instructions"], times):
+            (sends if i["op"] == "send" else receives if i["op"] == "recv" else []).append(t)
     return {
         "instruction_s": max(statistics.median(gaps), 0.0) if gaps else 0.0,
-        "compute_s": max(statistics.median(compute), 0.0) if compute else 0.0,
+        "compute_s": constant,
+        "kernel_scale": scale,
         "send_s": statistics.median(sends) if sends else 0.0,
         "recv_s": _quantile(receives, 0.2),
     }
@@ -373,13 +397,14 @@ def profile(run_dir, backend=None):
     ranks = run_ranks(plan, config, request["steps"], run_dir, backend)
     kinds_of = request["kind_of_layer"]
     out = dict(request["meta"])
+    runtime = runtime_costs(plan, ranks, layers, kinds_of)
     out.update(
         format=1,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         device=dict(describe_device(device, backend), count=len(plan["rank_map"])),
         versions=dict(versions(), **out.get("versions", {})),
         layers=layers,
-        runtime=runtime_costs(plan, ranks, layers, kinds_of),
+        runtime=runtime,
     )
     by_rank = {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
     if by_rank.get(0, {}).get("p2p"):
