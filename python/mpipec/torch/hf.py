@@ -333,7 +333,9 @@ class Stage(nn.Module):
                 placeholders = (batch["input_ids"] == self.helper.config.image_token_id).unsqueeze(-1).expand_as(tokens)
                 x = tokens.masked_scatter(placeholders, x.to(tokens.dtype))
             rope = self.get_submodule("model.language_model.rotary_emb")(x, batch["position_ids"])
-            mask = create_causal_mask(config=self.helper.config.text_config, inputs_embeds=x, attention_mask=None, cache=None, position_ids=None)
+            # No cache, passed by position: transformers renamed that parameter (past_key_values
+            # up to 5.17, cache later) and the runtime supports both.
+            mask = create_causal_mask(self.helper.config.text_config, x, None, None, position_ids=None)
             for j in self.text:
                 x = self.get_submodule(f"{f.TEXT}.{j}")(x, attention_mask=mask, position_embeddings=rope)
             if self.text.stop == self.depths[1]:
