@@ -215,11 +215,14 @@ fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<Str
                 c.error_percent()
             );
             if let Some(p) = predicted {
+                let percent = |of: f64| (p / of - 1.0) * 100.0;
                 println!(
-                    "profile file: measured step {:.1} ms, predicted {:.1} ms from the profile's costs ({:+.1} %)",
+                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest)",
                     c.measured * 1e3,
+                    c.fastest * 1e3,
                     p * 1e3,
-                    (p / c.measured - 1.0) * 100.0
+                    percent(c.measured),
+                    percent(c.fastest)
                 );
             }
             0

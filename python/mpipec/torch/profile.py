@@ -67,8 +67,9 @@ def synchronizer(device):
 
 
 def timed(sync, run, repeats=REPEATS):
-    """Median seconds of `run()` over `repeats` runs after a warm-up; `run` may prepare
-    untimed work by returning a callable, which is then what is timed."""
+    """The fewest seconds `run()` took in `repeats` runs after a warm-up: on a machine shared
+    with other work, the run it disturbed least. `run` may prepare untimed work by returning a
+    callable, which is then what is timed."""
     times = []
     for k in range(repeats + 1):
         work = run()
@@ -79,7 +80,7 @@ def timed(sync, run, repeats=REPEATS):
         sync()
         if k:
             times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return min(times)
 
 
 def fit(points):
@@ -285,11 +286,11 @@ FIELD = {"forward": "forward_s", "backward_input": "backward_input_s", "backward
 
 
 def steady(ranks):
-    """(the rank's plan index, step seconds, per-instruction seconds) of every step after the
-    first (warm-up), on replica 0."""
+    """(the rank's plan index, step seconds, per-instruction seconds) of each rank's fastest step
+    after the first (warm-up), on replica 0: the step other work on the machine disturbed least."""
     for r in ranks:
         if r["dp_rank"] == 0:
-            yield from ((r["rank"], s, t) for s, t in list(zip(r["step_seconds"], r["timings"]))[1:])
+            yield r["rank"], *min(list(zip(r["step_seconds"], r["timings"]))[1:], key=lambda st: st[0])
 
 
 def kernel_points(plan, ranks, layers, kinds_of):
