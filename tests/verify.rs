@@ -535,6 +535,7 @@ fn gpu_check_refuses_without_cuda() {
 fn a_profile_predicts_a_held_out_plans_step() {
     let dir = std::env::temp_dir().join(format!("mpipec-profile-{}", std::process::id()));
     let file = dir.join("p.json");
+    std::fs::create_dir_all(&dir).unwrap();
     let out = {
         let _turn = turn();
         Command::new(env!("CARGO_BIN_EXE_mpipec"))

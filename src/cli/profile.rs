@@ -95,6 +95,12 @@ fn summary(p: &Profile) -> String {
 }
 
 pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
+    // Said before the minutes of measuring, not after.
+    let folder = options.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !folder.is_dir() {
+        let message = format!("cannot write `{}`: no folder `{}`", options.out.display(), folder.display());
+        return usage_error(global, &message, EXIT_USAGE);
+    }
     let verify_options = verify::Options {
         procs: options.procs,
         dp: options.dp,
