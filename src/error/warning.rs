@@ -67,9 +67,11 @@ impl Warning {
                     .help(format!("use at least {ranks} microbatches, ideally several times that"))
             }
             ProfileMismatch { span, file, differences } => {
-                let diag =
-                    d(Code::W0005, format!("the profile `{file}` was not measured on this plan's device and model"))
-                        .primary(*span, "its measured costs are used as they are");
+                let diag = d(
+                    Code::W0005,
+                    format!("the profile `{file}` was measured on another device, model or shape than the plan's"),
+                )
+                .primary(*span, "its measured costs are used as they are");
                 differences.iter().fold(diag, |diag, what| diag.note(what.clone())).help(
                     "take a profile of this plan where it will run: `mpipec profile PLAN -o FILE` (docs/costs.md)",
                 )
