@@ -6,6 +6,7 @@ mod cut;
 pub mod fields;
 mod plan;
 mod profile;
+pub mod resolved;
 mod rules;
 mod schedule;
 pub mod schema;

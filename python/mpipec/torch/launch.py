@@ -69,7 +69,7 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
 
     ex = Executor(plan, groups.pp_rank, modules, adapter.loss, groups, device=device,
                   images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action,
-                  synchronize=synchronize)
+                  layer_shapes=adapters.layer_shapes(adapter, config), synchronize=synchronize)
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
     for step in range(steps):
