@@ -29,6 +29,7 @@ pub mod parse;
 pub mod picture;
 pub mod plan;
 pub mod plot;
+pub mod profile;
 pub mod random;
 pub mod resolve;
 pub mod sim;

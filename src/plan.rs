@@ -172,6 +172,16 @@ impl Model {
     pub fn layers(&self) -> u64 {
         self.parts.iter().map(|p| p.arch.layers()).sum()
     }
+
+    /// The kind of every global layer, as a profile names it (`crate::profile::kinds`).
+    pub fn layer_kinds(&self, miniature: bool) -> Vec<String> {
+        let parts = self.parts.iter().map(|p| crate::profile::PartShape {
+            arch: &p.arch.name,
+            encoder: p.arch.is_encoder(),
+            layers: p.arch.layers(),
+        });
+        crate::profile::kinds(parts, miniature)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -189,6 +199,8 @@ pub struct Cluster {
     pub overlap_comm: bool,
     /// Fused attention: the s×s score matrix is recomputed in backward, never stored.
     pub flash_attention: bool,
+    /// Measured costs (`profile = "file.json"` or `--profile`) the cost model prefers to its own.
+    pub profile: Option<std::sync::Arc<crate::profile::Profile>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -28,7 +28,7 @@ fn no_cycle_between_top_level_modules() {
 /// The library's layers, bottom up, as ARCHITECTURE.md lists them: a module names modules of
 /// its own layer or of those below, never above. A new module takes its place here.
 const LAYERS: &[&[&str]] = &[
-    &["span", "suggest", "units", "random", "picture", "plot", "algebra", "plan"],
+    &["span", "suggest", "units", "random", "picture", "plot", "algebra", "plan", "profile"],
     &["ast", "diagnostics", "error"],
     &["parse", "resolve", "overrides", "check", "fmt", "edit"],
     &["ir", "cost", "derive", "sim", "catalog"],

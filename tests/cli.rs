@@ -697,3 +697,34 @@ fn adapt_answers_a_line_per_batch_and_refuses_a_static_plan() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).is_empty() && stderr(&o).contains("help: write `owner adaptive;`"), "{}", stderr(&o));
 }
+
+/// `--profile FILE` names a profile outside the plan's directory (the user named it, so
+/// `--allow-outside` is not needed): `sim` simulates with it and lists which costs it measured,
+/// warns that it was taken on another device and model (W0005) and lacks kinds (W0006); a
+/// truncated one is E0211 naming the file, and nothing is simulated.
+#[test]
+fn sim_with_a_profile_says_which_costs_it_measured() {
+    let dir = std::env::temp_dir().join(format!("mpipec-cli-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let layer = r#"{"forward_s": 0.01, "backward_input_s": 0.01, "backward_weight_s": 0.01, "output_bytes": 640, "grad_bytes": 9000, "grad_tensors": 12}"#;
+    let text = format!(
+        r#"{{"format": 1, "date": "2026-12-04T00:00:00Z", "device": {{"type": "cpu", "name": "Test CPU"}}, "versions": {{}},
+ "model": {{"source": "miniature", "parts": []}}, "shapes": {{"micro_batch_size": 1, "seq_len": 10}},
+ "layers": {{"decoder": {layer}}}, "p2p": {{"alpha_s": 0.001, "beta_bytes_per_s": 1e9}}}}"#
+    );
+    let file = dir.join("p.json");
+    std::fs::write(&file, &text).unwrap();
+    let o = mpipec(&["sim", "examples/llm_1f1b.mpipe", "--profile", file.to_str().unwrap(), "--color", "never"]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("costs: measured on cpu `Test CPU`") && out.contains("compute of `decoder`"), "{out}");
+    assert!(out.contains("costs: analytic model: compute of `decoder:first`, `decoder:last`"), "{out}");
+    assert!(err.contains("warning[W0005]") && err.contains("`Test CPU`"), "{err}");
+    assert!(err.contains("warning[W0006]"), "{err}");
+    std::fs::write(&file, &text[..text.len() / 3]).unwrap();
+    let o = mpipec(&["sim", "examples/llm_1f1b.mpipe", "--profile", file.to_str().unwrap(), "--color", "never"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("error[E0211]") && err.contains("p.json") && err.contains("ends early"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -332,6 +332,73 @@ fn measured_profiles_become_per_layer_costs() {
     assert!(compare(ir, &bad).is_err());
 }
 
+/// A profile of the unit plan's decoder `lm` (two layers: `lm:first`, `lm:last`) with hand
+/// numbers: `layers` its `layers` object, `extra` further top-level fields.
+fn unit_profile(layers: &str, extra: &str) -> String {
+    format!(
+        r#"{{"format": 1, "date": "2026-12-04T00:00:00Z",
+ "device": {{"type": "cpu", "name": "ideal test machine", "count": 2, "backend": "gloo"}},
+ "versions": {{"torch": "test"}},
+ "model": {{"source": "test", "parts": [{{"name": "llm", "arch": "lm", "layers": 2}}]}},
+ "shapes": {{"micro_batch_size": 1, "seq_len": 16}},
+ "layers": {layers}{extra}}}"#
+    )
+}
+
+fn profiled(profile: &str, sets: &[(String, String)]) -> mpipe::driver::Compiled {
+    let plan = unit_plan(2, 1, "1f1b", 1, None).replace("pp = 2;", "pp = 2; profile = \"p.json\";");
+    let loader = MemoryLoader::new().with("plan.mpipe", &plan).with("p.json", profile);
+    mpipe::driver::load("plan.mpipe", "plan.mpipe", plan.into_bytes(), &loader).check(&loader, sets)
+}
+
+/// Measured layers, transfers and the runtime's per-instruction costs in place of the pinned
+/// times, by hand: rank 0 forwards (1 + compute 0.2 + instruction 0.1) and posts its send
+/// (0.3 + 0.1), which lands 0.5 later; rank 1 receives (0.4 + 0.1), forwards (3 + 0.3),
+/// backwards in one pass (4 + 0.3), sends (0.4) and steps (0.01 + 0.1); rank 0's receive ends
+/// at the gradient's flight (0.5) and costs 0.5, then its backward (2 + 0.3) and step (0.11).
+#[test]
+fn a_profile_gives_each_layer_kind_and_instruction_its_measured_cost() {
+    let layer = |f: f64, b: f64| {
+        format!(
+            r#"{{"forward_s": {f}, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": {b}, "optimizer_s": 0.01, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}}"#
+        )
+    };
+    let layers = format!(r#"{{"lm:first": {}, "lm:last": {}}}"#, layer(1.0, 2.0), layer(3.0, 4.0));
+    let extra = r#", "runtime": {"instruction_s": 0.1, "compute_s": 0.2, "send_s": 0.3, "recv_s": 0.4},
+ "p2p": {"alpha_s": 0.5, "beta_bytes_per_s": 1e9}"#;
+    let checked = profiled(&unit_profile(&layers, extra), &[]);
+    // W0002 only: one microbatch for two ranks.
+    let codes: Vec<_> = checked.diagnostics.iter().map(|d| d.code.as_str()).collect();
+    assert_eq!(codes, ["W0002"]);
+    let (_, sim) = mpipe::driver::build(checked.plan.as_ref().unwrap()).unwrap().into_simulated();
+    let rank1_grad_sent = 1.3 + 0.4 + 0.5 + 0.5 + 3.3 + 4.3 + 0.4;
+    let expected = rank1_grad_sent + 0.5 + 0.5 + 2.3 + 0.11;
+    assert!(close(sim.report.step_time_s, expected), "{} != {expected}", sim.report.step_time_s);
+}
+
+/// A layer kind the profile lacks keeps the pinned (or analytic) time, and says so (W0006); a
+/// truncated file or a field of the wrong kind is E0211 naming the file and the field.
+#[test]
+fn a_partial_or_broken_profile_is_reported_by_file_and_field() {
+    let one = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}}"#;
+    let checked = profiled(&unit_profile(one, ""), &[]);
+    let w = checked.diagnostics.iter().find(|d| d.code.as_str() == "W0006").expect("W0006");
+    assert!(format!("{w:?}").contains("`lm:last`"), "{w:?}");
+    assert!(checked.plan.is_some());
+    let full = unit_profile(one, "");
+    for (text, field) in [
+        (full[..full.len() / 2].to_string(), "ends early"),
+        (full.replace(r#""forward_s": 1"#, r#""forward_s": "fast""#), "layers.lm:first.forward_s"),
+        (full.replace(r#""format": 1"#, r#""format": 7"#), "field `format`"),
+    ] {
+        let checked = profiled(&text, &[]);
+        let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");
+        let shown = format!("{e:?}");
+        assert!(shown.contains("p.json") && shown.contains(field), "{shown}");
+        assert!(checked.plan.is_none());
+    }
+}
+
 // ---- transpose against its peers --------------------------------------------------------
 
 fn example_plan(name: &str, sets: &[(String, String)]) -> mpipe::plan::Plan {

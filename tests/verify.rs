@@ -567,3 +567,53 @@ fn gpu_check_refuses_without_cuda() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("scripts/gpu-check needs a CUDA GPU") && stderr.contains("help: "), "{stderr}");
 }
+
+/// `mpipec profile` measures the miniature's layer kinds, links and runtime on 2 ranks, and
+/// `verify --profile FILE` on a plan it did not see (3 ranks, another microbatch count) prints
+/// the step the profile predicts beside the measured one. How close they come is this
+/// machine's and its load's (scripts/profile-check makes the table); here the prediction must
+/// be of the measured step's order, which a profile that lost a cost, or counted one per
+/// layer instead of per instruction, is not.
+#[test]
+fn a_profile_predicts_a_held_out_plans_step() {
+    let dir = std::env::temp_dir().join(format!("mpipec-profile-{}", std::process::id()));
+    let file = dir.join("p.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = {
+        let _turn = turn();
+        Command::new(env!("CARGO_BIN_EXE_mpipec"))
+            .current_dir(root())
+            .args([
+                "profile",
+                LM,
+                "--procs",
+                "2",
+                "--steps",
+                "2",
+                "--set",
+                "batch.microbatches=4",
+                "--python",
+                python(),
+            ])
+            .arg("-o")
+            .arg(&file)
+            .env("MPIPE_TIMEOUT", "60")
+            .output()
+            .unwrap()
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let profile = mpipe::profile::parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let kinds: Vec<&str> = profile.layers.keys().map(String::as_str).collect();
+    assert_eq!(kinds, ["decoder", "decoder:first", "decoder:last"]);
+    assert!(profile.runtime.is_some() && profile.p2p.is_some() && profile.all_reduce.contains_key("pp"));
+    let args = ["--procs", "3", "--profile", file.to_str().unwrap()];
+    let out = verify_with(LM, &args, &["batch.microbatches=6".into()], &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with("profile file:")).unwrap_or_else(|| panic!("{stdout}"));
+    let ms: Vec<f64> =
+        line.split_whitespace().filter_map(|w| w.parse().ok()).filter(|x: &f64| *x > 0.0).take(3).collect();
+    // measured step M ms (fastest F ms), predicted P ms …
+    let (measured, predicted) = (ms[0], ms[2]);
+    assert!(predicted > measured / 3.0 && predicted < measured * 3.0, "{line}");
+}

@@ -5,6 +5,7 @@
 mod cut;
 pub mod fields;
 mod plan;
+mod profile;
 pub mod resolved;
 mod rules;
 mod schedule;

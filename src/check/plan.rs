@@ -99,7 +99,7 @@ impl Ctx<'_> {
             owner: owner.as_ref().zip(s.owner),
         };
         self.rules(&parts);
-        Some(Plan {
+        let plan = Plan {
             source: program.sources.get(root.file).name.clone(),
             model: model?,
             cluster: cluster?,
@@ -108,7 +108,9 @@ impl Ctx<'_> {
             schedule: schedule?,
             owner,
             targets,
-        })
+        };
+        self.profile_warnings(&plan, s.cluster?);
+        Some(plan)
     }
 
     fn model(&mut self, def: &ast::Definition) -> Option<Model> {
@@ -236,6 +238,7 @@ impl Ctx<'_> {
             return None;
         }
         let hardware = self.hardware.get(&f.reference("hardware")?).cloned().flatten()?;
+        let profile = self.profile(&f).ok()?;
         Some(Cluster {
             hardware,
             devices: f.count("devices")?,
@@ -247,6 +250,7 @@ impl Ctx<'_> {
             efficiency: f.fraction("efficiency").unwrap_or(0.5),
             overlap_comm: f.boolean("overlap_comm").unwrap_or(true),
             flash_attention: f.boolean("flash_attention").unwrap_or(true),
+            profile,
         })
     }
 

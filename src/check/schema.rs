@@ -199,6 +199,11 @@ pub static CLUSTER: Schema = Schema {
         opt("efficiency", Ty::Fraction, "fraction of peak FLOP/s dense kernels reach (default 0.5)"),
         opt("overlap_comm", Ty::Bool, "sends and receives overlap compute (default true)"),
         opt("flash_attention", Ty::Bool, "attention kernels keep no score matrix for backward (default true)"),
+        opt(
+            "profile",
+            Ty::Path,
+            "a profile `mpipec profile` wrote: measured costs used where it has them, the analytic model elsewhere",
+        ),
     ],
 };
 

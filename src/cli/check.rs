@@ -31,14 +31,26 @@ impl Source {
             let bytes = std::fs::read(path).map_err(cannot)?;
             (bytes, FsLoader::for_plan(path, global.allow_outside).map_err(cannot)?, path.to_string_lossy())
         };
+        let mut loader = loader;
+        if let Some(profile) = &global.profile {
+            loader.allow(profile);
+        }
         Ok(Source { loaded: mpipe::driver::load(&key, &name, bytes, &loader), loader })
     }
 
-    /// The plan checked with the global `--set`s and then `extra`.
+    /// The plan checked with the global `--set`s and `--profile`, and then `extra`.
     pub fn check(&self, global: &Global, extra: &[(String, String)]) -> Compiled {
-        let overrides: Vec<(String, String)> = global.set.iter().chain(extra).cloned().collect();
-        self.loaded.clone().check(&self.loader, &overrides)
+        self.loaded.clone().check(&self.loader, &overrides(global, extra))
     }
+}
+
+/// The global `--set`s, `--profile` as the `cluster.profile` it stands for, then `extra`.
+fn overrides(global: &Global, extra: &[(String, String)]) -> Vec<(String, String)> {
+    let profile = global.profile.as_ref().map(|p| {
+        let absolute = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        ("cluster.profile".to_string(), format!("{:?}", absolute.to_string_lossy()))
+    });
+    global.set.iter().cloned().chain(profile).chain(extra.iter().cloned()).collect()
 }
 
 /// The plan path that means standard input, and the name its diagnostics show.
@@ -59,7 +71,7 @@ fn stdin_bytes() -> std::io::Result<Vec<u8>> {
 /// Reads, loads and checks one plan from disk; `Err` is an I/O problem with the plan file itself.
 pub fn load(global: &Global, path: &Path) -> Result<Compiled, String> {
     let Source { loaded, loader } = Source::read(global, path)?;
-    Ok(loaded.check(&loader, &global.set))
+    Ok(loaded.check(&loader, &overrides(global, &[])))
 }
 
 /// [`Source::read`], with an I/O problem reported; `Err` is the exit status.
@@ -75,7 +87,7 @@ pub fn read_source(global: &Global, path: &Path, reporter: &mut Reporter) -> Res
 /// status when there is none (an I/O problem, errors, or a file of definitions only).
 pub fn load_plan(global: &Global, path: &Path, reporter: &mut Reporter) -> Result<(Compiled, Plan), u8> {
     let Source { loaded, loader } = read_source(global, path, reporter)?;
-    plan_of(loaded.check(&loader, &global.set), path, reporter)
+    plan_of(loaded.check(&loader, &overrides(global, &[])), path, reporter)
 }
 
 /// Reports the diagnostics of the plan checked from `path` and takes the plan out of it; `Err`

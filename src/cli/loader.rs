@@ -10,6 +10,8 @@ use mpipe::resolve::loader::{Loader, ResolveError, Resolved, normalise};
 pub struct FsLoader {
     root: PathBuf,
     allow_outside: bool,
+    /// Files named on the command line (`--profile`), read wherever they are.
+    named: Vec<PathBuf>,
     /// Canonical key -> the path shown for it, so imports read as the user wrote them.
     displays: RefCell<BTreeMap<String, String>>,
 }
@@ -32,7 +34,14 @@ impl FsLoader {
 
     fn rooted(root: PathBuf, key: String, display: &str, allow_outside: bool) -> (FsLoader, String) {
         let displays = RefCell::new(BTreeMap::from([(key.clone(), display.to_string())]));
-        (FsLoader { root, allow_outside, displays }, key)
+        (FsLoader { root, allow_outside, named: Vec::new(), displays }, key)
+    }
+
+    /// Lets the plan read `path`, outside its directory or not: the user named it.
+    pub fn allow(&mut self, path: &Path) {
+        if let Ok(canonical) = path.canonicalize() {
+            self.named.push(canonical);
+        }
     }
 }
 
@@ -50,8 +59,12 @@ impl Loader for FsLoader {
         let joined = dir.join(relative);
         // Lexically first, so a path that climbs out is refused whether or not it exists;
         // then after resolving symlinks, so a link cannot smuggle a file in.
-        let lexical = normalise(&dir.to_string_lossy(), relative).map(|p| PathBuf::from(format!("/{p}")));
-        let inside = |p: &Path| self.allow_outside || p.starts_with(&self.root);
+        let lexical = if Path::new(relative).is_absolute() {
+            Some(Path::new(relative).canonicalize().unwrap_or_else(|_| PathBuf::from(relative)))
+        } else {
+            normalise(&dir.to_string_lossy(), relative).map(|p| PathBuf::from(format!("/{p}")))
+        };
+        let inside = |p: &Path| self.allow_outside || p.starts_with(&self.root) || self.named.iter().any(|n| n == p);
         if !lexical.as_deref().is_some_and(inside) {
             return Err(ResolveError::OutsideRoot);
         }
@@ -62,7 +75,11 @@ impl Loader for FsLoader {
         let key = canonical.to_string_lossy().into_owned();
         let from_display = self.displays.borrow().get(from).cloned().unwrap_or_else(|| from.to_string());
         let from_dir = from_display.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-        let display = normalise(from_dir, relative).filter(|d| !d.is_empty()).unwrap_or_else(|| key.clone());
+        let display = if Path::new(relative).is_absolute() {
+            relative.to_string()
+        } else {
+            normalise(from_dir, relative).filter(|d| !d.is_empty()).unwrap_or_else(|| key.clone())
+        };
         let display =
             if from_display.starts_with('/') && !display.starts_with('/') { format!("/{display}") } else { display };
         self.displays.borrow_mut().entry(key.clone()).or_insert_with(|| display.clone());

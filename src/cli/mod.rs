@@ -12,6 +12,7 @@ mod format;
 mod loader;
 mod lsp;
 mod output;
+mod profile;
 mod progress;
 mod python;
 mod report;
@@ -50,6 +51,10 @@ pub struct Global {
     /// `schedule="interleaved(2)"`, `owner=round_robin`, `model.enc.frozen=false` (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE", global = true, value_parser = parse_set)]
     set: Vec<(String, String)>,
+    /// Simulate with the costs a profile measured (`mpipec profile`), as the plan's
+    /// `cluster { profile = "FILE"; }` would; the analytic model covers what it lacks
+    #[arg(long, value_name = "FILE", global = true)]
+    profile: Option<std::path::PathBuf>,
 }
 
 fn parse_set(arg: &str) -> Result<(String, String), String> {
@@ -328,15 +333,46 @@ enum Command {
         /// creates, then python3)
         #[arg(long)]
         python: Option<std::path::PathBuf>,
-        /// Also time every instruction and set the simulated step, with the measured per-layer
-        /// costs, beside the measured one (at least 3 steps; the first is warm-up)
-        #[arg(long)]
-        profile: bool,
+        /// Also time every instruction and set the simulated step beside the measured one (at
+        /// least 3 steps; the first is warm-up): simulated with the per-layer costs this run
+        /// measured, and with FILE, also with that profile's costs (`mpipec profile`)
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        profile: Option<Option<std::path::PathBuf>>,
         /// Write the run (plan.json, config.json, case.json) into DIR and print the command that
         /// starts it, instead of running it; `python -m mpipec.torch.verify --cases DIR...` runs
         /// several prepared checks in one Python
         #[arg(long, value_name = "DIR", conflicts_with = "profile")]
         prepare: Option<std::path::PathBuf>,
+    },
+    /// Measure the plan's layers (forward, backward-input, backward-weight per layer kind), the
+    /// runtime's per-instruction costs, point-to-point links and all-reduce over the plan's
+    /// groups on this machine's devices (torch: CUDA, NPU, else the CPU with gloo), and write
+    /// them as a profile that `--profile FILE` or `cluster { profile = "FILE"; }` simulates with
+    Profile {
+        /// The plan (.mpipe) whose layers and schedule are measured
+        plan: std::path::PathBuf,
+        /// Where to write the profile (JSON, docs/costs.md)
+        #[arg(short, long, default_value = "profile.json")]
+        out: std::path::PathBuf,
+        /// The model: `miniature` (what `verify` runs), or `hf:qwen2_5_vl` / `hf:llava`
+        #[arg(long, default_value = "miniature")]
+        model: String,
+        /// Pipeline ranks, one process and device each (default: the plan's pp)
+        #[arg(long, value_parser = at_least_one)]
+        procs: Option<u64>,
+        /// Data-parallel replicas (N x DP processes)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        dp: u64,
+        /// Steps of the runtime timed for its per-instruction costs (the first is warm-up)
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..))]
+        steps: u64,
+        /// The Python with torch (default: $MPIPEC_PYTHON, then the environment `scripts/torch-env`
+        /// creates, then python3)
+        #[arg(long)]
+        python: Option<std::path::PathBuf>,
+        /// nccl, hccl or gloo (default: by the devices present, or $MPIPEC_BACKEND)
+        #[arg(long)]
+        backend: Option<String>,
     },
     /// Train a Hugging Face vision-language model (Qwen2.5-VL or LLaVA) with the plan: its
     /// stages cut from a transformers model directory, LLaVA conversation data through the
@@ -359,7 +395,7 @@ pub const EXIT_USAGE: u8 = 2;
 /// Subcommands that read no plan and print no diagnostics: the global options about plans
 /// and diagnostics mean nothing there, so their help leaves them out.
 const NO_PLAN: &[&str] = &["explain", "std", "lsp", "bench"];
-const PLAN_OPTIONS: &[&str] = &["color", "message_format", "allow_outside", "set"];
+const PLAN_OPTIONS: &[&str] = &["color", "message_format", "allow_outside", "set", "profile"];
 
 fn command() -> clap::Command {
     let mut command = <Cli as clap::CommandFactory>::command();
@@ -473,10 +509,22 @@ pub fn main() -> ExitCode {
                 steps: *steps as usize,
                 model: model.clone(),
                 python: python.clone(),
-                profile: *profile,
+                profile: profile.clone(),
                 prepare: prepare.clone(),
             };
             verify::run(&cli.global, plan, &options)
+        }
+        Command::Profile { plan, out, model, procs, dp, steps, python, backend } => {
+            let options = profile::Options {
+                out: out.clone(),
+                model: model.clone(),
+                procs: *procs,
+                dp: *dp,
+                steps: *steps as usize,
+                python: python.clone(),
+                backend: backend.clone(),
+            };
+            profile::run(&cli.global, plan, &options)
         }
         Command::Train(options) => train::run(&cli.global, options),
         Command::Adapt { plan } => adapt::run(&cli.global, plan),

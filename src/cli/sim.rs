@@ -133,6 +133,26 @@ fn print_table(
     if let Some(s) = sampled {
         print!("{}", samples_table(s));
     }
+    if let Some(p) = &spec.cluster.profile {
+        print!("{}", costs_used(spec, p));
+    }
+}
+
+/// Which costs the simulation took from the profile and which from the analytic model.
+fn costs_used(spec: &mpipe::plan::Plan, profile: &std::sync::Arc<mpipe::profile::Profile>) -> String {
+    let measured = mpipe::cost::profile::Measured::new(profile.clone(), spec);
+    let (from_profile, analytic) = measured.coverage(spec);
+    let mut out = format!(
+        "\ncosts: measured on {} `{}` ({}): {}\n",
+        profile.device_type,
+        profile.device_name,
+        profile.date,
+        if from_profile.is_empty() { "none".into() } else { from_profile.join("; ") }
+    );
+    if !analytic.is_empty() {
+        let _ = writeln!(out, "costs: analytic model: {}", analytic.join("; "));
+    }
+    out
 }
 
 /// The sampled batches' step times: the plan's static schedule first, then the plan adaptive,

@@ -1,4 +1,4 @@
-//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--model M] [--python PATH] [--profile]`:
+//! `mpipec verify PLAN [--procs N] [--dp D] [--steps K] [--model M] [--python PATH] [--profile [FILE]]`:
 //! the plan's miniature (or a tiny Hugging Face model cut as the plan says) run by the torch
 //! runtime (`python -m mpipec.torch.verify`) in N × D processes and in one, compared.
 
@@ -17,14 +17,16 @@ pub struct Options {
     pub steps: usize,
     pub model: String,
     pub python: Option<PathBuf>,
-    pub profile: bool,
+    /// Time the run and set the prediction beside it: `Some(None)` from this run's per-layer
+    /// costs, `Some(Some(FILE))` also from a profile's.
+    pub profile: Option<Option<PathBuf>>,
     /// Write the run into this directory and say how to start it, instead of running it.
     pub prepare: Option<PathBuf>,
 }
 
 /// The model `--model` names: the built-in miniature, or a family of transformers'
 /// vision-language models (`hf:FAMILY`) at the plan's layer counts.
-fn model_config(model: &str, mini: &Plan) -> Result<serde_json::Value, (String, u8)> {
+pub fn model_config(model: &str, mini: &Plan) -> Result<serde_json::Value, (String, u8)> {
     match model.strip_prefix("hf:") {
         _ if model == "miniature" => Ok(mpipe::backend::torch::miniature_config(mini)),
         Some(family) if mpipe::backend::torch::HF_FAMILIES.contains(&family) => {
@@ -79,11 +81,15 @@ fn miniature_overrides(procs: u64, dp: u64) -> Vec<(String, String)> {
 
 /// The plan read and parsed once, checked as the miniature runs it: `--procs` pipeline ranks
 /// (the plan's own pp by default). `Err` is the exit status, its diagnostics reported.
-fn miniature_plan(global: &Global, path: &Path, options: &Options) -> Result<Plan, u8> {
+pub fn miniature_plan(global: &Global, path: &Path, options: &Options) -> Result<Plan, u8> {
     let mut reporter = Reporter::new(global);
+    let global = &Global { profile: options.profile.clone().flatten(), ..global.clone() };
     let source = super::check::read_source(global, path, &mut reporter)?;
     let procs = options.procs.unwrap_or_else(|| source.check(global, &[]).plan.map_or(1, |p| p.cluster.pp));
-    let checked = Source::check(&source, global, &miniature_overrides(procs, options.dp));
+    let mut checked = Source::check(&source, global, &miniature_overrides(procs, options.dp));
+    // The miniature runs here, where its profile was taken: that the profile describes another
+    // device and model than the plan's (W0005) is the point, not a problem.
+    checked.diagnostics.retain(|d| d.code != mpipe::diagnostics::Code::W0005);
     let (_, mini) = super::check::plan_of(checked, path, &mut reporter)?;
     reporter.finish();
     Ok(mini)
@@ -117,7 +123,7 @@ fn adaptive_config(
 fn steps_needed(mini: &Plan, options: &Options) -> usize {
     let lookahead = mini.schedule.iter().any(|s| matches!(s.skeleton, Skeleton::Transpose { lookahead: true, .. }));
     let adaptive = mini.owner == Some(mpipe::algebra::OwnerSpec::Adaptive);
-    if options.profile || lookahead || adaptive { options.steps.max(3) } else { options.steps }
+    if options.profile.is_some() || lookahead || adaptive { options.steps.max(3) } else { options.steps }
 }
 
 fn title(path: &Path, mini: &Plan, steps: usize, config: &serde_json::Value) -> String {
@@ -138,7 +144,7 @@ fn skeletons(mini: &Plan) -> String {
     mini.schedule.iter().map(|s| s.skeleton.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-fn usage_error(global: &Global, message: &str, status: u8) -> u8 {
+pub fn usage_error(global: &Global, message: &str, status: u8) -> u8 {
     let mut reporter = Reporter::new(global);
     reporter.plain_error(message);
     reporter.finish();
@@ -150,8 +156,11 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         Ok(mini) => mini,
         Err(status) => return status,
     };
-    let ir = match mpipe::driver::build(&mini) {
-        Ok(built) => built.derived.ir,
+    let (ir, predicted) = match mpipe::driver::build(&mini) {
+        Ok(built) => {
+            let predicted = mini.cluster.profile.is_some().then(|| built.evaluate().report.step_time_s);
+            (built.derived.ir, predicted)
+        }
         Err(invalid) => return super::build::internal_error(&invalid),
     };
     let config = match model_config(&options.model, &mini) {
@@ -187,11 +196,11 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         return 0;
     }
     println!("{title}");
-    let status = run_prepared(&py, &package, &dir, options.profile);
-    let measured = options.profile.then(|| std::fs::read_to_string(dir.join("profile.json")));
+    let status = run_prepared(&py, &package, &dir, options.profile.is_some());
+    let measured = options.profile.is_some().then(|| std::fs::read_to_string(dir.join("profile.json")));
     let _ = std::fs::remove_dir_all(&dir);
     match (status, measured) {
-        (0, Some(text)) => report_profile(&ir, &mini, text),
+        (0, Some(text)) => report_profile(&ir, &mini, text, predicted),
         (status, _) => status,
     }
 }
@@ -215,8 +224,9 @@ fn run_prepared(py: &Path, package: &Path, dir: &Path, profile: bool) -> u8 {
     }
 }
 
-/// The measured step beside the one the cost model predicts from the measured per-layer costs.
-fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<String>) -> u8 {
+/// The measured step beside the one the cost model predicts from the measured per-layer costs,
+/// and from the profile (`--profile FILE`) when there is one.
+fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<String>, predicted: Option<f64>) -> u8 {
     let compared = text
         .map_err(|e| format!("cannot read the runtime's profile: {e}"))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
@@ -231,6 +241,17 @@ fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<Str
                 c.predicted * 1e3,
                 c.error_percent()
             );
+            if let Some(p) = predicted {
+                let percent = |of: f64| (p / of - 1.0) * 100.0;
+                println!(
+                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest)",
+                    c.measured * 1e3,
+                    c.fastest * 1e3,
+                    p * 1e3,
+                    percent(c.measured),
+                    percent(c.fastest)
+                );
+            }
             0
         }
         Err(message) => {

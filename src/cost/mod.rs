@@ -5,6 +5,7 @@
 
 pub mod layers;
 pub mod model;
+pub mod profile;
 
 use std::ops::Range;
 
@@ -33,6 +34,10 @@ pub trait Costs {
     fn backward_input(&self, layers: Range<u64>, mb: u32) -> f64;
     /// Backward-weight (the parameter gradient) of those layers; zero for frozen ones.
     fn backward_weight(&self, layers: Range<u64>, mb: u32) -> f64;
+    /// Both halves in one pass (a schedule's fused backward).
+    fn backward(&self, layers: Range<u64>, mb: u32) -> f64 {
+        self.backward_input(layers.clone(), mb) + self.backward_weight(layers, mb)
+    }
     /// The flight of the output of `layers` for microbatch `mb`, or of the `share` of its
     /// images a part of an encode made, from pipeline rank `from` to `to` (a gradient has the
     /// same size); zero where the cost model has no links.
@@ -102,7 +107,7 @@ pub fn compute_time(costs: &dyn Costs, op: crate::ir::Op, layers: Range<u64>, mb
     use crate::ir::Op;
     match op {
         Op::Forward => costs.forward(layers, mb),
-        Op::Backward => costs.backward_input(layers.clone(), mb) + costs.backward_weight(layers, mb),
+        Op::Backward => costs.backward(layers, mb),
         Op::BackwardInput => costs.backward_input(layers, mb),
         Op::BackwardWeight => costs.backward_weight(layers, mb),
         _ => 0.0,

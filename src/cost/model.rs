@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::Costs;
 use super::layers::{self, LayerCost};
+use super::profile::Measured;
 use crate::plan::{Link, Plan};
 
 /// Bytes per gradient element reduced across replicas (fp32 main gradients, as Megatron
@@ -22,6 +23,8 @@ pub struct CostModel<'p> {
     fixed: Vec<Option<LayerCost>>,
     /// The end of the frozen prefix (`super::first_trainable`).
     first_trainable: u64,
+    /// The plan's profile over its layers: measured numbers, asked before the formulas.
+    measured: Option<Measured>,
 }
 
 impl<'p> CostModel<'p> {
@@ -42,11 +45,21 @@ impl<'p> CostModel<'p> {
                     .then(|| layers::layer(part, i, b, s, (0.0, 1.0), plan.cluster.flash_attention))
             })
             .collect();
-        CostModel { layers, plan, fixed, first_trainable: super::first_trainable(plan) }
+        let measured = plan.cluster.profile.as_ref().map(|p| Measured::new(p.clone(), plan));
+        CostModel { layers, plan, fixed, first_trainable: super::first_trainable(plan), measured }
     }
 
     pub fn plan(&self) -> &'p Plan {
         self.plan
+    }
+
+    pub fn measured(&self) -> Option<&Measured> {
+        self.measured.as_ref()
+    }
+
+    /// The profile's numbers of `layer`, when it has its kind.
+    fn profiled(&self, layer: u64) -> Option<&crate::profile::LayerProfile> {
+        self.measured.as_ref()?.layer(layer)
     }
 
     /// The numbers of global layer `layer` for microbatch `mb`.
@@ -211,6 +224,9 @@ impl<'p> CostModel<'p> {
 
 impl Costs for CostModel<'_> {
     fn transfer(&self, layers: Range<u64>, mb: u32, share: f64, from: u32, to: u32) -> f64 {
+        if let Some(t) = self.measured.as_ref().and_then(|m| m.transfer(layers.end - 1, share)) {
+            return t;
+        }
         self.p2p(self.boundary_bytes(layers, mb) * share, from, to)
     }
 
@@ -220,7 +236,7 @@ impl Costs for CostModel<'_> {
 
     fn forward(&self, layers: Range<u64>, mb: u32) -> f64 {
         layers
-            .map(|l| match self.part_of(l).forward_time {
+            .map(|l| match self.profiled(l).map(|p| p.forward_s).or(self.part_of(l).forward_time) {
                 Some(t) => t,
                 None => {
                     let c = self.layer(l, mb);
@@ -236,6 +252,9 @@ impl Costs for CostModel<'_> {
         layers
             .filter(|l| self.has_backward(*l))
             .map(|l| {
+                if let Some(p) = self.profiled(l) {
+                    return p.backward_input_s;
+                }
                 let part = self.part_of(l);
                 match (part.backward_time, part.forward_time) {
                     (Some(t), _) => {
@@ -261,6 +280,9 @@ impl Costs for CostModel<'_> {
         layers
             .filter(|l| !self.part_of(*l).frozen)
             .map(|l| {
+                if let Some(p) = self.profiled(l) {
+                    return p.backward_weight_s;
+                }
                 let part = self.part_of(l);
                 match (part.backward_time, part.forward_time) {
                     (Some(t), _) => t / 2.0,
@@ -270,6 +292,16 @@ impl Costs for CostModel<'_> {
                         self.roofline(c.weight_flops, c.bytes)
                     }
                 }
+            })
+            .sum()
+    }
+
+    /// A layer the profile measured in one pass takes that pass's time; the others, both halves.
+    fn backward(&self, layers: Range<u64>, mb: u32) -> f64 {
+        layers
+            .map(|l| match self.profiled(l).and_then(|p| p.backward_s) {
+                Some(t) if self.has_backward(l) && !self.part_of(l).frozen => t,
+                _ => self.backward_input(l..l + 1, mb) + self.backward_weight(l..l + 1, mb),
             })
             .sum()
     }

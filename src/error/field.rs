@@ -57,6 +57,13 @@ pub enum FieldError {
         what: String,
         requirement: String,
     },
+    /// A `profile` file that is not a profile: the field that is wrong (empty: the whole file).
+    MalformedProfile {
+        span: Span,
+        file: String,
+        field: String,
+        problem: String,
+    },
     /// A count written with a fraction (`pp = 2.5`): the wrong kind of number, not too large.
     NotWhole {
         span: Span,
@@ -159,6 +166,12 @@ impl FieldError {
                 .primary(*span, "again here")
                 .secondary(*first, "first here")
                 .help(format!("a plan has one `{section}`; merge them")),
+            MalformedProfile { span, file, field, problem } => {
+                let what = if field.is_empty() { format!("`{file}`") } else { format!("field `{field}` of `{file}`") };
+                d(Code::E0211, format!("`{file}` is not a profile mpipec reads"))
+                    .primary(*span, format!("{what} {problem}"))
+                    .help("write the profile again with `mpipec profile PLAN -o FILE`; its format is in docs/costs.md")
+            }
             InvalidChoice { span, what, found, choices, suggestion } => suggest(
                 d(Code::E0210, format!("`{found}` is not a valid {what}"))
                     .primary(*span, format!("expected {}", list(choices))),

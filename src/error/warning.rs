@@ -22,6 +22,18 @@ pub enum Warning {
         microbatches: u64,
         ranks: u64,
     },
+    /// The profile describes another device, model or shape than the plan's: each difference.
+    ProfileMismatch {
+        span: Span,
+        file: String,
+        differences: Vec<String>,
+    },
+    /// Layer kinds the plan uses that the profile has not measured: they keep analytic costs.
+    ProfileMissing {
+        span: Span,
+        file: String,
+        kinds: Vec<String>,
+    },
 }
 
 impl Warning {
@@ -53,6 +65,23 @@ impl Warning {
                         100.0 * (*ranks as f64 - 1.0) / (*microbatches as f64 + *ranks as f64 - 1.0)
                     ))
                     .help(format!("use at least {ranks} microbatches, ideally several times that"))
+            }
+            ProfileMismatch { span, file, differences } => {
+                let diag = d(
+                    Code::W0005,
+                    format!("the profile `{file}` was measured on another device, model or shape than the plan's"),
+                )
+                .primary(*span, "its measured costs are used as they are");
+                differences.iter().fold(diag, |diag, what| diag.note(what.clone())).help(
+                    "take a profile of this plan where it will run: `mpipec profile PLAN -o FILE` (docs/costs.md)",
+                )
+            }
+            ProfileMissing { span, file, kinds } => {
+                let names: Vec<String> = kinds.iter().map(|k| format!("`{k}`")).collect();
+                d(Code::W0006, format!("the profile `{file}` lacks {} the plan uses", count(kinds.len(), "layer kind")))
+                    .primary(*span, format!("lacks {}", names.join(", ")))
+                    .note("those layers keep the analytic model's costs; the others use the measured ones")
+                    .help("profile a plan whose model has these layers, or this plan itself: `mpipec profile PLAN -o FILE`")
             }
         }
     }

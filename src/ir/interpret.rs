@@ -95,7 +95,8 @@ pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock>
                         break;
                     };
                     start[r][pc[r]] = clock[r];
-                    clock[r] = clock[r].max(t);
+                    // What receiving costs once the message is there (the runtime's side).
+                    clock[r] = clock[r].max(t) + durations.instruction(rank, i);
                 }
                 Op::Send => {
                     start[r][pc[r]] = clock[r];

@@ -43,8 +43,32 @@ impl<'a> ModelDurations<'a> {
     }
 }
 
-impl Durations for ModelDurations<'_> {
-    fn instruction(&self, rank: u32, i: &Instr) -> f64 {
+impl ModelDurations<'_> {
+    /// The gradient reduction of `layers` on `rank`'s ring: the profile's, else the formula's.
+    fn all_reduce(&self, rank: u32, layers: Vec<Range<u64>>, group: Option<Group>) -> f64 {
+        let m = self.model;
+        let c = &m.plan().cluster;
+        let (name, k) = if group == Some(Group::Pp) { ("pp", c.pp) } else { ("dp", c.dp) };
+        let measured = m.measured().and_then(|p| layers.iter().map(|l| p.all_reduce(l.clone(), name, k)).sum());
+        measured.unwrap_or_else(|| {
+            let grads: f64 = layers.into_iter().map(|l| m.grad_bytes(l)).sum();
+            if group == Some(Group::Pp) {
+                m.all_reduce(grads, k, m.pp_link())
+            } else {
+                m.all_reduce(grads, k, m.dp_link(rank))
+            }
+        })
+    }
+
+    fn optimizer(&self, rank: u32) -> f64 {
+        let m = self.model;
+        let held = self.held(rank, None);
+        let measured = m.measured().and_then(|p| held.iter().map(|l| p.optimizer(l.clone())).sum());
+        measured.unwrap_or_else(|| held.into_iter().map(|l| m.optimizer_time(l)).sum())
+    }
+
+    /// The instruction's own work, without what the runtime adds to every instruction.
+    fn work(&self, rank: u32, i: &Instr) -> f64 {
         let m = self.model;
         match i.op {
             op if op.is_compute() => {
@@ -57,15 +81,19 @@ impl Durations for ModelDurations<'_> {
                     Some(bucket) => vec![self.stage_layers(bucket)],
                     None => self.held(rank, i.region.as_deref()),
                 };
-                let grads: f64 = layers.into_iter().map(|l| m.grad_bytes(l)).sum();
-                match i.group {
-                    Some(Group::Pp) => m.all_reduce(grads, m.plan().cluster.pp, m.pp_link()),
-                    _ => m.all_reduce(grads, m.plan().cluster.dp, m.dp_link(rank)),
-                }
+                self.all_reduce(rank, layers, i.group)
             }
-            Op::OptimizerStep => self.held(rank, None).into_iter().map(|l| m.optimizer_time(l)).sum(),
+            Op::OptimizerStep => self.optimizer(rank),
             _ => 0.0,
         }
+    }
+}
+
+impl Durations for ModelDurations<'_> {
+    /// With a profile, every instruction also costs what the runtime spends on it beyond its
+    /// work, a receive included when its message is already there.
+    fn instruction(&self, rank: u32, i: &Instr) -> f64 {
+        self.work(rank, i) + self.model.measured().map_or(0.0, |p| p.overhead(i.op))
     }
 
     fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {

@@ -34,6 +34,9 @@ pub struct StepProfile {
 pub struct Comparison {
     /// Median over the steps used of the slowest rank's step time, in seconds.
     pub measured: f64,
+    /// The fastest of those steps: on a machine shared with other work, the step least
+    /// disturbed by it.
+    pub fastest: f64,
     /// The simulated step with the measured per-layer costs, in seconds.
     pub predicted: f64,
     /// Steps used: all but the first (warm-up) when there are several.
@@ -171,7 +174,8 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
         transfer: receives.iter().cloned().reduce(f64::min).unwrap_or(0.0),
     };
     let timeline = interpret::run(ir, &durations).map_err(|d| format!("the plan deadlocks at {:?}", d.blocked))?;
-    let measured =
-        median(used.clone().map(|k| profile.ranks.iter().map(|r| r.steps[k].seconds).fold(0.0, f64::max)).collect());
-    Ok(Comparison { measured, predicted: timeline.makespan(), steps: used.len() })
+    let steps: Vec<f64> =
+        used.clone().map(|k| profile.ranks.iter().map(|r| r.steps[k].seconds).fold(0.0, f64::max)).collect();
+    let fastest = steps.iter().cloned().fold(f64::INFINITY, f64::min);
+    Ok(Comparison { measured: median(steps), fastest, predicted: timeline.makespan(), steps: used.len() })
 }

@@ -30,12 +30,12 @@ pub fn files_under(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out
 }
 
-/// All of tests/ui in memory (plans, and the histograms they name), keyed by path relative
-/// to tests/ui.
+/// All of tests/ui in memory (plans, and the histograms and profiles they name), keyed by path
+/// relative to tests/ui.
 pub fn ui_loader() -> MemoryLoader {
     let ui = root().join("tests/ui");
     let mut loader = MemoryLoader::new();
-    for path in files_under(&ui, "mpipe").into_iter().chain(files_under(&ui, "csv")) {
+    for path in files_under(&ui, "mpipe").into_iter().chain(files_under(&ui, "csv")).chain(files_under(&ui, "json")) {
         let key = path.strip_prefix(&ui).unwrap().to_string_lossy().into_owned();
         loader.insert(&key, &String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
     }

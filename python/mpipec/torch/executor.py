@@ -129,12 +129,13 @@ class Executor:
     where the plan places the optimizer step; on_action(step, index, action): called before
     each action (progress reports); layer_shapes(layer): {parameter name: shape} of one of the
     plan's global layers, as the stage modules name them (mpipec.torch.checks): given, every
-    stage module must hold exactly its layers' parameters.
+    stage module must hold exactly its layers' parameters; synchronize(): waits for the device
+    before each action's time is taken (``timings`` then hold a GPU's work, not its launches).
     Raises PlanError before any step when the plan does not fit the job or the modules.
     """
 
     def __init__(self, plan, rank, modules, loss_fn, groups=None, *, device=None, images=None, autocast=None,
-                 scaler=None, on_optimizer_step=None, on_action=None, layer_shapes=None):
+                 scaler=None, on_optimizer_step=None, on_action=None, layer_shapes=None, synchronize=None):
         from . import devices
 
         self.plan = load_plan(plan)
@@ -147,6 +148,7 @@ class Executor:
         self.loss_fn, self.images, self.autocast = loss_fn, images, autocast
         self.scaler = _checked_scaler(scaler)
         self.on_optimizer_step, self.on_action = on_optimizer_step, on_action
+        self.synchronize = synchronize
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.m = self.plan["pipeline"]["microbatches"]
         self.last_stage = len(self.plan["stages"]) - 1
@@ -212,6 +214,8 @@ class Executor:
                 self._run[a.op](a, st)
             except Exception as e:
                 raise RuntimeError(f"rank {self.rank}, instruction {k} ({a}): {e}") from e
+            if self.synchronize is not None:
+                self.synchronize()
             durations.append(time.perf_counter() - started)
         self._flush(st)
         for works, _ in st.pending:

@@ -61,10 +61,11 @@ def per_batch_plans(config, plan, adapter):
     return plans.OneStepAhead(config["adaptive"], plan, tokens)
 
 
-def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False):
+def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False, synchronize=None):
     """One process of the plan: builds its stages through `adapter`, trains `steps` steps with
     SGD; with `record` (a dict), fills in each step's loss, gradients and seconds and the final
-    parameters (and, for an adaptive plan, each step's StepPlan and wait)."""
+    parameters (and, for an adaptive plan, each step's StepPlan and wait). `synchronize` waits
+    for the device before each instruction's time is taken (`mpipec profile` on a GPU)."""
     plan = load_plan(plan)
     groups = devices.groups(plan)
     # An adaptive plan's first batch is derived while the stages are built.
@@ -84,7 +85,7 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
 
     ex = Executor(plan, groups.pp_rank, modules, adapter.loss, groups, device=device,
                   images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action,
-                  layer_shapes=adapters.layer_shapes(adapter, config))
+                  layer_shapes=adapters.layer_shapes(adapter, config), synchronize=synchronize)
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
     if ahead is not None:

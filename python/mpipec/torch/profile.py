@@ -1,0 +1,433 @@
+"""What `mpipec profile` measures: a plan's layers and runtime on the devices present, written
+as a profile the cost model reads (docs/costs.md).
+
+    python -m mpipec.torch.profile --run DIR [--backend gloo|nccl|hccl]
+
+DIR holds what `mpipec profile` wrote: plan.json (the plan as it runs here), config.json (the
+adapter's model) and request.json (each layer kind and a layer of that kind, the steps, and
+what the profile says of the model and shapes). This writes DIR/profile.json:
+
+- per layer kind, one layer run alone at the plan's shapes: forward, backward-input,
+  backward-weight and the fused backward (medians of timed repeats), the optimizer step over
+  its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
+- point-to-point latency and bandwidth between two ranks, messages sent as the executor sends
+  them (a header, then the tensor), fitted to t = α + n/β;
+- all-reduce over the plan's pipeline group (and data-parallel group, with dp) at a few sizes,
+  fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
+- the runtime's per-instruction costs: the plan run for a few steps by the executor, every
+  instruction timed, set against the layer times above.
+
+Timings synchronise the device first (CUDA, NPU), so a GPU's asynchronous launches are timed
+to their end. The ranks are this machine's processes, one device each, forked (CPU) or
+spawned (CUDA and NPU, which cannot be forked once initialised) from this one.
+"""
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+EXIT_MISSING = 2
+if __name__ == "__main__":
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.stderr.write(
+            f"error: `{sys.executable}` cannot import torch\n"
+            "help: run `scripts/torch-env` from an mpipec checkout, or point --python or MPIPEC_PYTHON at a\n"
+            "      Python that has torch\n"
+        )
+        sys.exit(EXIT_MISSING)
+
+import argparse  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from . import adapter as adapters  # noqa: E402
+from . import devices, launch, wire  # noqa: E402
+from .actions import Dir, load_plan  # noqa: E402
+
+# Timed repeats per measurement (after one untimed), and the message sizes of the fits.
+REPEATS = 7
+P2P_ELEMENTS = (16, 4096, 262144)
+REDUCE_ELEMENTS = (16, 16384, 262144)
+
+
+def synchronizer(device):
+    """What waits for `device`'s queued work: timings end there, not at the launch."""
+    if device.type == "cuda":
+        return torch.cuda.synchronize
+    if device.type == "npu":
+        return torch.npu.synchronize
+    return lambda: None
+
+
+def timed(sync, run, repeats=REPEATS):
+    """The fewest seconds `run()` took in `repeats` runs after a warm-up: on a machine shared
+    with other work, the run it disturbed least. `run` may prepare untimed work by returning a
+    callable, which is then what is timed."""
+    times = []
+    for k in range(repeats + 1):
+        work = run()
+        sync()
+        started = time.perf_counter()
+        if callable(work):
+            work()
+        sync()
+        if k:
+            times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def fit(points):
+    """Least squares of t = a + b·n over (n, t) points; a and b clamped at 0 and above a hair."""
+    n = [p[0] for p in points]
+    t = [p[1] for p in points]
+    mn, mt = statistics.fmean(n), statistics.fmean(t)
+    var = sum((x - mn) ** 2 for x in n)
+    b = sum((x - mn) * (y - mt) for x, y in zip(n, t)) / var if var else 0.0
+    b = max(b, 1e-15)
+    return max(mt - b * mn, 0.0), b
+
+
+# ---- layer kinds, one process ---------------------------------------------------------------
+
+
+def _to(batch, device):
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def measure_layer(module, x, batch, last, loss_fn, microbatches, sync, lr):
+    """The numbers of one layer on input `x` (None on the model's first layer)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    def forward():
+        xi = None if x is None else x.detach().requires_grad_(x.is_floating_point())
+        out = module(xi, batch)
+        if last:
+            out = loss_fn(out, batch) / microbatches
+        return xi, out
+
+    out_bytes = 0
+    with torch.no_grad():
+        probe = module(None if x is None else x.detach(), batch)
+        out_bytes = probe.numel() * probe.element_size()
+    g_of = lambda out: None if last else torch.ones_like(out)
+    fwd = timed(sync, lambda: forward)
+
+    def backward_input():
+        xi, out = forward()
+        if xi is None or not xi.requires_grad:
+            return None
+        return lambda: torch.autograd.backward(out, g_of(out), inputs=[xi], retain_graph=True)
+
+    def backward_weight():
+        xi, out = forward()
+        g = g_of(out)
+        if xi is not None and xi.requires_grad:
+            torch.autograd.backward(out, g, inputs=[xi], retain_graph=True)
+        return (lambda: torch.autograd.backward(out, g, inputs=params)) if params else None
+
+    def backward():
+        _, out = forward()
+        # A frozen layer fed by no gradient (the frozen prefix) has no backward.
+        return (lambda: torch.autograd.backward(out, g_of(out))) if out.requires_grad else None
+
+    row = {
+        "forward_s": fwd,
+        "backward_input_s": timed(sync, backward_input),
+        "backward_weight_s": timed(sync, backward_weight),
+        "backward_s": timed(sync, backward),
+        "output_bytes": out_bytes,
+        "grad_bytes": sum(p.numel() * p.element_size() for p in params),
+        "grad_tensors": len(params),
+    }
+    # The step the runtime takes over these parameters: launch.run keeps each gradient, SGD
+    # steps, the gradients are dropped.
+    opt = torch.optim.SGD(params, lr=lr) if params else None
+
+    def optimizer():
+        for p in params:
+            p.grad = torch.ones_like(p)
+
+        def step():
+            [p.grad.detach().clone() for p in params]
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return step if opt else None
+
+    row["optimizer_s"] = timed(sync, optimizer)
+    return row
+
+
+def measure_kinds(plan, config, kinds, device):
+    """{kind: its numbers}: the model's layers built one at a time, each fed the output of the
+    one before (so a layer sees the input it has in the model), the kinds' layers measured."""
+    adapter = adapters.load(config.get("adapter", "miniature"))
+    sync = synchronizer(device)
+    at = {layer: kind for kind, layer in kinds.items()}
+    count = max(s["layers"][1] for s in plan["stages"])
+    batch = _to(adapter.batch(0, 0, config), device)
+    x, out = None, {}
+    for layer in range(max(at) + 1):
+        module = adapter.build(range(layer, layer + 1), config["kinds"], config).to(device)
+        if layer in at:
+            last = layer == count - 1
+            out[at[layer]] = measure_layer(module, x, batch, last, adapter.loss, plan["pipeline"]["microbatches"], sync,
+                                           config.get("lr", 0.05))
+        if layer + 1 <= max(at):
+            with torch.no_grad():
+                x = module(x, batch)
+        del module
+    return out
+
+
+# ---- the ranks: links, collectives and the runtime ------------------------------------------
+
+
+def _message(t, peer):
+    """A tensor sent as the executor sends it: its header, then itself, one batch."""
+    h = wire.header(Dir.ACT, 0, 0, t)
+    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, h, peer), dist.P2POp(dist.isend, t, peer)]):
+        work.wait()
+
+
+def _receive(peer, device):
+    h = wire.empty(device)
+    dist.recv(h, peer)
+    _, t = wire.decode(h)
+    dist.recv(t, peer)
+
+
+def p2p(rank, device, sync):
+    """One-way seconds per message size between ranks 0 and 1 (half a round trip)."""
+    points = []
+    for n in P2P_ELEMENTS:
+        t = torch.ones(n, device=device)
+
+        def round_trip():
+            if rank == 0:
+                _message(t, 1)
+                _receive(1, device)
+            elif rank == 1:
+                _receive(0, device)
+                _message(t, 0)
+
+        dist.barrier()
+        seconds = timed(sync, lambda: round_trip)
+        points.append((n * t.element_size(), seconds / 2))
+    return points
+
+
+def all_reduce(group, device, sync):
+    """Seconds of one all-reduce over `group` per size, timed on every member."""
+    points = []
+    for n in REDUCE_ELEMENTS:
+        t = torch.ones(n, device=device)
+        dist.barrier()
+        points.append((n * t.element_size(), timed(sync, lambda: lambda: dist.all_reduce(t, group=group))))
+    return points
+
+
+def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
+    os.environ["LOCAL_RANK"] = str(rank)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    device = devices.init(backend, f"file://{rendezvous}", rank, world)
+    sync = synchronizer(device)
+    try:
+        groups = devices.groups(plan)
+        result = {"p2p": p2p(rank, device, sync) if world > 1 else []}
+        result["pp"] = all_reduce(groups.pp, device, sync) if plan["pipeline"]["ranks"] > 1 else []
+        result["dp"] = all_reduce(groups.dp, device, sync) if groups.dp is not None else []
+        record = {}
+        adapter = adapters.load(config.get("adapter", "miniature"))
+        launch.run(plan, adapter, config, steps, device, record=record, synchronize=sync)
+        result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, timings=record["timings"],
+                      step_seconds=record["step_seconds"])
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as e:
+        print(f"error: rank {rank}: {e}", file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+def run_ranks(plan, config, steps, out_dir, backend):
+    import torch.multiprocessing as mp
+
+    rendezvous = os.path.abspath(os.path.join(out_dir, "rendezvous"))
+    if os.path.exists(rendezvous):
+        os.remove(rendezvous)
+    world = len(plan["rank_map"])
+    # CUDA and NPU cannot be used in a forked child once the parent has touched them.
+    method = "fork" if backend == "gloo" else "spawn"
+    mp.start_processes(_worker, args=(world, rendezvous, plan, config, steps, out_dir, backend), nprocs=world,
+                       join=True, start_method=method)
+    return [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(world)]
+
+
+# ---- from measurements to the profile ------------------------------------------------------
+
+
+def _quantile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+
+FIELD = {"forward": "forward_s", "backward_input": "backward_input_s", "backward_weight": "backward_weight_s",
+         "backward": "backward_s"}
+
+
+def steady(ranks):
+    """(the rank's plan index, step seconds, per-instruction seconds) of each rank's fastest step
+    after the first (warm-up), on replica 0: the step other work on the machine disturbed least."""
+    for r in ranks:
+        if r["dp_rank"] == 0:
+            yield r["rank"], *min(list(zip(r["step_seconds"], r["timings"]))[1:], key=lambda st: st[0])
+
+
+def kernel_points(plan, ranks, layers, kinds_of):
+    """(the isolated layers' seconds, the seconds the runtime took) of every compute instruction."""
+    stages, images = plan["stages"], plan["pipeline"].get("images", 1)
+    for rank, _, times in steady(ranks):
+        for i, t in zip(plan["ranks"][rank]["instructions"], times):
+            if i["op"] not in FIELD:
+                continue
+            lo, hi = stages[i["stage"]]["layers"]
+            share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
+            isolated = sum(layers[kinds_of[l]][FIELD[i["op"]]] for l in range(lo, hi) if kinds_of[l] in layers)
+            yield isolated * share, t
+
+
+def calibrate(plan, ranks, layers, kinds_of):
+    """The layers as the runtime runs them: a compute instruction's time fitted to
+    scale · (its layers' isolated times) + a constant, over the plan's run; the layer times are
+    scaled (a stage's layers run back to back, warmer than one alone, or slower beside the other
+    ranks) and the constant is the runtime's per compute instruction. Returns (scale, constant)."""
+    points = list(kernel_points(plan, ranks, layers, kinds_of))
+    if len({round(x, 6) for x, _ in points}) < 2:
+        return 1.0, max(statistics.median(t - x for x, t in points), 0.0) if points else 0.0
+    constant, scale = fit(points)
+    for row in layers.values():
+        for field in FIELD.values():
+            row[field] *= scale
+    return scale, constant
+
+
+def runtime_costs(plan, ranks, layers, kinds_of):
+    """The executor's costs beyond the layers: the loop between instructions (the step less
+    its instructions' times, per instruction), a compute instruction beyond its layers' times,
+    posting a send, a receive of a message already there (the fastest fifth of receives)."""
+    scale, constant = calibrate(plan, ranks, layers, kinds_of)
+    gaps, sends, receives = [], [], []
+    for rank, seconds, times in steady(ranks):
+        gaps.append((seconds - sum(times)) / max(len(times), 1))
+        for i, t in zip(plan["ranks"][rank]["instructions"], times):
+            (sends if i["op"] == "send" else receives if i["op"] == "recv" else []).append(t)
+    return {
+        "instruction_s": max(statistics.median(gaps), 0.0) if gaps else 0.0,
+        "compute_s": constant,
+        "kernel_scale": scale,
+        "send_s": statistics.median(sends) if sends else 0.0,
+        "recv_s": _quantile(receives, 0.2),
+    }
+
+
+def alpha_beta_p2p(points):
+    a, b = fit(points)
+    return {"alpha_s": a, "beta_bytes_per_s": 1.0 / b}
+
+
+def alpha_beta_ring(points, k):
+    """α and β of the ring formula from t = a + b·n: a = 2(k−1)α, b = 2(k−1)/(k·β)."""
+    a, b = fit(points)
+    return {"alpha_s": a / (2 * (k - 1)), "beta_bytes_per_s": 2 * (k - 1) / (k * b)}
+
+
+def _mean_points(lists):
+    """Per size, the slowest member's time (a collective ends when its last member does)."""
+    return [(lists[0][j][0], max(p[j][1] for p in lists)) for j in range(len(lists[0]))]
+
+
+def describe_device(device, backend):
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    elif device.type == "npu":
+        name = torch.npu.get_device_name(device)
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                name = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), name)
+        except OSError:
+            pass
+    return {"type": device.type, "name": name, "backend": backend}
+
+
+def versions():
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import transformers
+
+        out["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def profile(run_dir, backend=None):
+    with open(os.path.join(run_dir, "request.json")) as f:
+        request = json.load(f)
+    with open(os.path.join(run_dir, "config.json")) as f:
+        config = json.load(f)
+    plan = load_plan(os.path.join(run_dir, "plan.json"))
+    backend = backend or devices.default_backend()
+    device = devices.device_of(backend, 0)
+    torch.set_num_threads(1)
+    layers = measure_kinds(plan, config, request["kinds"], device)
+    if device.type == "cuda":
+        # The ranks' processes need the memory the layers held.
+        torch.cuda.empty_cache()
+    ranks = run_ranks(plan, config, request["steps"], run_dir, backend)
+    kinds_of = request["kind_of_layer"]
+    out = dict(request["meta"])
+    runtime = runtime_costs(plan, ranks, layers, kinds_of)
+    out.update(
+        format=1,
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        device=dict(describe_device(device, backend), count=len(plan["rank_map"])),
+        versions=dict(versions(), **out.get("versions", {})),
+        layers=layers,
+        runtime=runtime,
+    )
+    by_rank = {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
+    if by_rank.get(0, {}).get("p2p"):
+        out["p2p"] = alpha_beta_p2p(by_rank[0]["p2p"])
+    all_reduce_fits = {}
+    for group, k in (("pp", plan["pipeline"]["ranks"]), ("dp", plan["pipeline"]["dp"])):
+        timed_lists = [r[group] for r in ranks if r[group]]
+        if k > 1 and timed_lists:
+            all_reduce_fits[group] = alpha_beta_ring(_mean_points(timed_lists), k)
+    out["all_reduce"] = all_reduce_fits
+    with open(os.path.join(run_dir, "profile.json"), "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", required=True, metavar="DIR", help="what `mpipec profile` wrote")
+    ap.add_argument("--backend", help="nccl, hccl or gloo (default: by what is present, or MPIPEC_BACKEND)")
+    a = ap.parse_args(argv)
+    sys.exit(profile(a.run, a.backend))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+//! The profile's numbers laid over a plan's layers (`crate::profile`): what the cost model asks
+//! before its formulas, and what the simulator adds per instruction for the runtime.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::plan::Plan;
+use crate::profile::{LayerProfile, Profile};
+
+/// The profile's numbers laid over a plan's layers: what the cost model asks first.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    pub profile: Arc<Profile>,
+    /// Per global layer: its kind's numbers, when the profile has them.
+    layers: Vec<Option<LayerProfile>>,
+}
+
+impl Measured {
+    pub fn new(profile: Arc<Profile>, plan: &Plan) -> Measured {
+        let layers =
+            plan.model.layer_kinds(profile.miniature()).iter().map(|k| profile.layers.get(k).copied()).collect();
+        Measured { profile, layers }
+    }
+
+    pub fn layer(&self, layer: u64) -> Option<&LayerProfile> {
+        self.layers.get(layer as usize).and_then(Option::as_ref)
+    }
+
+    /// A message of `share` of the output of `last`, the stage's last layer: α + n/β.
+    pub fn transfer(&self, last: u64, share: f64) -> Option<f64> {
+        let (p2p, layer) = (self.profile.p2p?, self.layer(last)?);
+        Some(p2p.alpha_s + layer.output_bytes * share / p2p.beta_bytes_per_s)
+    }
+
+    /// The runtime's reduction of the gradients of `layers` over a ring of `k` ranks of
+    /// `group`: one call per gradient tensor.
+    pub fn all_reduce(&self, layers: Range<u64>, group: &str, k: u64) -> Option<f64> {
+        if k <= 1 {
+            return Some(0.0);
+        }
+        let ring = self.profile.all_reduce.get(group)?;
+        let k = k as f64;
+        layers
+            .map(|l| {
+                let c = self.layer(l)?;
+                Some(
+                    c.grad_tensors * 2.0 * (k - 1.0) * ring.alpha_s
+                        + 2.0 * (k - 1.0) / k * c.grad_bytes / ring.beta_bytes_per_s,
+                )
+            })
+            .sum()
+    }
+
+    /// The optimizer step over `layers`' parameters.
+    pub fn optimizer(&self, layers: Range<u64>) -> Option<f64> {
+        layers.map(|l| self.layer(l)?.optimizer_s).sum()
+    }
+
+    /// What the runtime adds to one instruction of `op`.
+    pub fn overhead(&self, op: crate::ir::Op) -> f64 {
+        use crate::ir::Op;
+        let Some(r) = self.profile.runtime else { return 0.0 };
+        r.instruction_s
+            + match op {
+                op if op.is_compute() => r.compute_s,
+                Op::Send => r.send_s,
+                Op::Recv => r.recv_s,
+                _ => 0.0,
+            }
+    }
+
+    /// Which of the plan's costs come from the profile and which from the analytic model,
+    /// one phrase each, for `sim` to say.
+    pub fn coverage(&self, plan: &Plan) -> (Vec<String>, Vec<String>) {
+        let p = &self.profile;
+        let (mut measured, mut analytic) = (Vec::new(), Vec::new());
+        let kinds = plan.model.layer_kinds(p.miniature());
+        let mut seen: Vec<&String> = Vec::new();
+        for k in &kinds {
+            if !seen.contains(&k) {
+                seen.push(k);
+            }
+        }
+        let (have, lack): (Vec<&String>, Vec<&String>) = seen.into_iter().partition(|k| p.layers.contains_key(*k));
+        let list = |ks: Vec<&String>| ks.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        if !have.is_empty() {
+            measured.push(format!("compute of {}", list(have)));
+        }
+        if !lack.is_empty() {
+            analytic.push(format!("compute of {}", list(lack)));
+        }
+        let mut sort = |measured_here: bool, what: String| {
+            if measured_here { measured.push(what) } else { analytic.push(what) }
+        };
+        sort(p.p2p.is_some(), "point-to-point transfers".into());
+        sort(p.all_reduce.contains_key("pp"), "all-reduce over pp".into());
+        if plan.cluster.dp > 1 {
+            sort(p.all_reduce.contains_key("dp"), "all-reduce over dp".into());
+        }
+        sort(p.runtime.is_some(), "the runtime's per-instruction costs".into());
+        (measured, analytic)
+    }
+}
