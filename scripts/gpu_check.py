@@ -6,6 +6,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -60,23 +61,27 @@ def config():
                 vision=VISION, text=TEXT, grids=[GRID], text_tokens=text, attention="sdpa")
 
 
-def cuda_time(fn, repeats=5):
-    """Median seconds of fn() on the GPU, after two warm-up calls."""
+def timed(fn, device, repeats=5):
+    """Median seconds of fn() on `device` after two warm-up calls: CUDA events on a GPU, the wall
+    clock elsewhere (the CPU smoke run of this script's code paths)."""
     times = []
     for k in range(repeats + 2):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
+        if device.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            seconds = cuda_time_since(start)
+        else:
+            begin = time.perf_counter()
+            fn()
+            seconds = time.perf_counter() - begin
         if k >= 2:
-            times.append(start.elapsed_time(end) * 1e-3)
+            times.append(seconds)
     return statistics.median(times)
 
 
-def measured(c):
+def measured(c, device):
     """Forward and backward seconds of the vision block's stage and the decoder layer's, bf16."""
-    device = torch.device("cuda")
     stages = [hf.build(range(0, 1), c["kinds"], c).to(device, torch.bfloat16), hf.build(range(1, 2), c["kinds"], c).to(device, torch.bfloat16)]
     batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in hf.batch(0, 0, c).items()}
     batch["pixel_values"] = batch["pixel_values"].to(torch.bfloat16)
@@ -84,10 +89,39 @@ def measured(c):
     runs = [lambda: stages[0](None, batch), lambda: hf.loss(stages[1](features.requires_grad_(True), batch), batch)]
     out = []
     for run in runs:
-        forward = cuda_time(run)
-        backward = cuda_time(lambda: run().float().sum().backward()) - forward
+        forward = timed(run, device)
+        backward = timed(lambda: run().float().sum().backward(), device) - forward
         out.append((forward, backward))
     return out
+
+
+# The 7B decoder layer's matrix multiplies (name, output features, input features) and the token
+# counts a microbatch brings: small and skinny products are where a single efficiency is wrong.
+GEMMS = [("qkv", 3584 + 2 * 512, 3584), ("attn out", 3584, 3584), ("gate+up", 2 * 18944, 3584), ("down", 3584, 18944),
+         ("vision qkv", 3 * 1280, 1280), ("vision mlp", 3420, 1280)]
+TOKENS = [256, 1024, 2048, 8192]
+# Causal attention's sequence lengths, 28 heads of 128 as the 7B decoder.
+ATTENTION = [2048, 8192, 32768]
+PEAK_BF16 = {"h200_sxm": 989.5e12, "h100_sxm": 989.5e12, "a100_sxm_80gb": 312e12}
+
+
+def kernels(hw, device):
+    """Measured bf16 throughput of the layers' matrix multiplies and of causal attention (SDPA),
+    as a fraction of the datasheet's dense peak that std::hardware declares."""
+    peak = PEAK_BF16[hw]
+    print(f"{'kernel':<22} {'tokens':>7} {'TFLOP/s':>8} {'of peak':>8}")
+    for name, n, k in GEMMS:
+        w = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        for m in TOKENS:
+            x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+            rate = 2 * m * n * k / timed(lambda: x @ w.t(), device, repeats=20)
+            print(f"{name:<22} {m:>7} {rate * 1e-12:>8.1f} {rate / peak:>8.1%}")
+    for seq in ATTENTION:
+        q, kk, v = (torch.randn(1, 28, seq, 128, device=device, dtype=torch.bfloat16) for _ in range(3))
+        seconds = timed(lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=True), device, repeats=10)
+        # Causal: half of the 4 * seq^2 * head_dim * heads multiply-adds of full attention.
+        rate = 2 * seq * seq * 128 * 28 / seconds
+        print(f"{'causal attention':<22} {seq:>7} {rate * 1e-12:>8.1f} {rate / peak:>8.1%}")
 
 
 def pipeline_worker(rank, rendezvous, plan_path, c, result):
@@ -132,11 +166,12 @@ def main(mpipec):
     out = tempfile.mkdtemp(prefix="mpipec-gpu-check-")
     model, step = predicted(mpipec, hw, out)
     c = config()
-    got = measured(c)
+    got = measured(c, torch.device("cuda"))
     print(f"{name} as std::hardware::{hw}; torch {torch.__version__}; bf16; Qwen2.5-VL-7B sizes, seq {SEQ}, one {GRID[1] * 14} px image")
     print(f"{'layer':<34} {'fwd measured':>13} {'fwd model':>10} {'bwd measured':>13} {'bwd model':>10}")
     for label, (mf, mb), (pf, pb) in zip(("vision block (+ patch embed, merger)", "decoder layer (+ embed, head, loss)"), got, model):
         print(f"{label:<34} {mf * 1e3:>10.2f} ms {pf * 1e3:>7.2f} ms {mb * 1e3:>10.2f} ms {pb * 1e3:>7.2f} ms")
+    kernels(hw, torch.device("cuda"))
     if torch.cuda.device_count() < 2:
         print("one GPU: the 2-rank pipeline needs two")
         return

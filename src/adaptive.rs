@@ -1,17 +1,18 @@
 //! `owner adaptive`: the plan is derived once, as every plan is (the static plan), and again for
 //! each batch from that batch's per-microbatch image tokens. Only what depends on image sizes is
-//! derived again: the resolved plan's form, chunk count and image splits stay, so the body's
-//! stages, their ranks and each rank's canonical order are those of the static plan, and the
+//! derived again: the resolved plan's form, chunk count and image splits stay, the body's
+//! stages, their ranks and each rank's canonical order are kept from the static plan, and the
 //! encoder's owners and slots are placed afresh in the body's idle time with the batch's own
-//! encode times. The per-batch plan is validated and checked against device memory, and both it
+//! encode times (owner.rs's quick search: the greedy owners and the least head delay). The per-batch plan is validated and checked against device memory, and both it
 //! and the static plan are simulated on the batch: the faster runs, so adaptive is never slower
 //! than static on any batch.
 
 use crate::algebra::{Fill, OwnerSpec, Skeleton};
 use crate::built::Built;
 use crate::cost::model::CostModel;
+use crate::derive::owner::Effort;
 use crate::derive::resolved::{Choices, Resolved};
-use crate::derive::{self, Derived};
+use crate::derive::{self, Derived, Placed};
 use crate::ir::{interpret, validate};
 use crate::plan::Plan;
 use crate::sim::costs::ModelDurations;
@@ -71,29 +72,61 @@ fn batch_choices(resolved: &Resolved) -> Option<Choices> {
     })
 }
 
-/// The plan for one batch of `built`'s plan, given that batch's image tokens per microbatch (a
-/// shorter list repeats, as `image_tokens` does).
-pub fn for_batch(built: &Built, tokens: &[u64]) -> BatchPlan {
-    let batch = batch_of(built.plan(), tokens);
-    let model = CostModel::new(&batch);
-    let static_s = makespan(&built.derived, &model);
-    let Some(choices) = batch_choices(&built.resolved) else {
-        return BatchPlan { derived: None, fallback: Some(Fallback::NoSlackEncoder), static_s, adaptive_s: None };
-    };
-    let derived = derive::lower(&Resolved { plan: &batch, choices }, &model);
-    if let Err(problems) = validate::validate(&derived.ir) {
-        return BatchPlan { derived: None, fallback: Some(Fallback::Invalid(problems)), static_s, adaptive_s: None };
+/// A built plan placed again batch after batch: what does not depend on image sizes (the
+/// stages and their ranks, each rank's body order) is kept from the static plan, and each
+/// batch re-places only the encoder's work, with the quick owner search.
+pub struct Adaptive<'b, 'p> {
+    built: &'b Built<'p>,
+    /// The choices and the placed body batches are lowered on; `None` when there is no
+    /// encoder placed in idle time.
+    kept: Option<(Choices, Placed)>,
+}
+
+impl<'b, 'p> Adaptive<'b, 'p> {
+    pub fn new(built: &'b Built<'p>) -> Adaptive<'b, 'p> {
+        let kept = batch_choices(&built.resolved).map(|choices| {
+            let placed = derive::placed(&built.resolved.effective(), &built.costs, choices.chunks);
+            (choices, placed)
+        });
+        Adaptive { built, kept }
     }
-    let simulated = report::simulate(&derived, &model).report;
-    let adaptive_s = Some(simulated.step_time_s);
-    let fallback = if !simulated.over_memory.is_empty() {
-        Some(Fallback::OverMemory(simulated.over_memory))
-    } else if simulated.step_time_s >= static_s {
-        Some(Fallback::NotFaster)
-    } else {
-        None
-    };
-    BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s }
+
+    /// The plan for one batch, given its image tokens per microbatch (a shorter list repeats,
+    /// as `image_tokens` does).
+    pub fn for_batch(&self, tokens: &[u64]) -> BatchPlan {
+        let batch = batch_of(self.built.plan(), tokens);
+        let model = CostModel::new(&batch);
+        let static_s = makespan(&self.built.derived, &model);
+        let Some((choices, placed)) = &self.kept else {
+            return BatchPlan { derived: None, fallback: Some(Fallback::NoSlackEncoder), static_s, adaptive_s: None };
+        };
+        let resolved = Resolved { plan: &batch, choices: choices.clone() };
+        let derived = derive::lower_batch(placed.clone(), &resolved, &model, Effort::Quick);
+        if let Err(problems) = validate::validate(&derived.ir) {
+            return BatchPlan {
+                derived: None,
+                fallback: Some(Fallback::Invalid(problems)),
+                static_s,
+                adaptive_s: None,
+            };
+        }
+        let simulated = report::simulate(&derived, &model).report;
+        let adaptive_s = Some(simulated.step_time_s);
+        let fallback = if !simulated.over_memory.is_empty() {
+            Some(Fallback::OverMemory(simulated.over_memory))
+        } else if simulated.step_time_s >= static_s {
+            Some(Fallback::NotFaster)
+        } else {
+            None
+        };
+        BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s }
+    }
+}
+
+/// The plan for one batch of `built`'s plan, given that batch's image tokens per microbatch;
+/// [`Adaptive::for_batch`] without keeping what batches share, for a single batch.
+pub fn for_batch(built: &Built, tokens: &[u64]) -> BatchPlan {
+    Adaptive::new(built).for_batch(tokens)
 }
 
 /// A plan's lists timed by the interpreter with the cost model's durations: what `sim` reports

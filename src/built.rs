@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use crate::cost::model::CostModel;
+use crate::derive::nearest::TargetForm;
 use crate::derive::resolved::Resolved;
 use crate::derive::{self, Derived, choose};
 use crate::diagnostics::Diagnostic;
@@ -12,7 +13,8 @@ use crate::ir::{text, validate};
 use crate::plan::Plan;
 use crate::sim::report::{self, Simulation};
 
-/// Derivation produced lists the validator rejects: a compiler bug, reported with a dump.
+/// Derive chose what the checker's rules reject, or produced lists the validator rejects: a
+/// compiler bug, reported with a dump (the choices, or the lists).
 #[derive(Clone, Debug)]
 pub struct InvalidPlan {
     pub problems: Vec<String>,
@@ -35,6 +37,26 @@ pub struct Built<'p> {
 pub fn build(plan: &Plan) -> Result<Built<'_>, InvalidPlan> {
     let costs = CostModel::new(plan);
     let resolved = choose::choose(plan, &costs);
+    lowered(resolved, costs)
+}
+
+/// The built plan in `form`, a target's nearest form of it: chosen for that form, lowered and
+/// validated.
+pub fn nearest<'p>(built: &Built<'p>, form: TargetForm) -> Result<Built<'p>, InvalidPlan> {
+    let resolved = choose::nearest(&built.resolved, form, &built.costs);
+    lowered(resolved, CostModel::new(built.plan()))
+}
+
+/// Checks a resolved plan with the checker's rules, lowers it with the model it was chosen
+/// with, and validates the lists. Either finding something is a compiler bug.
+fn lowered<'p>(resolved: Resolved<'p>, costs: CostModel<'p>) -> Result<Built<'p>, InvalidPlan> {
+    let problems = resolved.problems();
+    if !problems.is_empty() {
+        return Err(InvalidPlan {
+            problems: problems.iter().map(|e| format!("the resolved plan: {}", e.to_diagnostic().message)).collect(),
+            dump: resolved.describe().join("\n"),
+        });
+    }
     let derived = derive::lower(&resolved, &costs);
     validate::validate(&derived.ir).map_err(|problems| InvalidPlan {
         problems: problems.iter().map(ToString::to_string).collect(),

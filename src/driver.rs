@@ -76,20 +76,21 @@ pub enum Make {
 
 /// One target's answer: its files (with [`Make::Files`]) and warnings, of the plan as written
 /// or of its nearest native plan, or the diagnostics that refuse the plan.
-pub struct Answer {
+pub struct Answer<'p> {
     pub target: Target,
     pub artifacts: Vec<Artifact>,
     pub diagnostics: Vec<Diagnostic>,
     pub refused: bool,
-    /// The nearest native plan the files are of; `None` for the plan as written.
-    pub nearest: Option<Box<Plan>>,
+    /// The plan built in the target's nearest form, which the files are of; `None` for the
+    /// plan as written.
+    pub nearest: Option<Built<'p>>,
 }
 
 /// Everything a build makes of a checked plan: the built plan, what its simulation reports and
 /// each target's answer, in the order asked.
 pub struct Products<'p> {
     pub built: Built<'p>,
-    pub answers: Vec<Answer>,
+    pub answers: Vec<Answer<'p>>,
 }
 
 impl Products<'_> {
@@ -145,7 +146,7 @@ pub fn produce<'p>(
 /// What `request.target` makes of the built plan: its files as written, or those of its
 /// nearest native plan (built here, with warning W0004 saying what changed and how the step
 /// moved), or the diagnostics that refuse the plan.
-fn answer(request: Request, built: &Built, make: Make) -> Answer {
+fn answer<'p>(request: Request, built: &Built<'p>, make: Make) -> Answer<'p> {
     let files = |b: &Built| match make {
         Make::Files => backend::artifacts(request.target, b),
         Make::Diagnostics => Vec::new(),
@@ -157,7 +158,7 @@ fn answer(request: Request, built: &Built, make: Make) -> Answer {
         refused: true,
         nearest: None,
     };
-    let (plan, changes) = match native::verdict(request, built) {
+    let form = match native::verdict(request, built) {
         Verdict::AsWritten => {
             return Answer {
                 target: request.target,
@@ -168,18 +169,18 @@ fn answer(request: Request, built: &Built, make: Make) -> Answer {
             };
         }
         Verdict::Impossible(diagnostic) => return refuse(diagnostic),
-        Verdict::Nearest { plan, changes } => (plan, changes),
+        Verdict::Nearest(form) => *form,
     };
-    let span = changes[0].span;
-    let nearest = match build(&plan) {
+    let span = form.changes[0].span;
+    let changes = form.changes.iter().map(|c| c.what.clone()).collect();
+    let nearest = match crate::built::nearest(built, form) {
         Ok(nearest) => nearest,
         Err(invalid) => return refuse(native::invalid_nearest(request, span, &invalid.problems)),
     };
     let step = (built.evaluate().report.step_time_s, nearest.evaluate().report.step_time_s);
-    let changes = changes.into_iter().map(|c| c.what).collect();
     let name = request.target.name();
     let warning = Error::Backend(BackendError::NearestEmitted { span, target: request.span, name, changes, step })
         .to_diagnostic();
     let artifacts = files(&nearest);
-    Answer { target: request.target, artifacts, diagnostics: vec![warning], refused: false, nearest: Some(plan) }
+    Answer { target: request.target, artifacts, diagnostics: vec![warning], refused: false, nearest: Some(nearest) }
 }

@@ -13,7 +13,7 @@ use crate::ast::{self, DefKind, Entry, Ident, Item, SectionKind, ValueKind};
 use crate::error::{Error, ImportError, InputError};
 use crate::parse::{self, Setting, Takes};
 use crate::resolve::Program;
-use crate::span::Span;
+use crate::span::{FileId, Span};
 
 pub const KEYS: &[&str] =
     &["cluster.FIELD", "batch.FIELD", "model.PART", "model.PART.ATTRIBUTE", "cut", "schedule", "owner", "target"];
@@ -32,7 +32,7 @@ pub fn split(arg: &str) -> Option<(&str, &str)> {
 
 /// A key's place in the plan, read from its dotted path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Path<'k> {
+pub enum Path<'k> {
     Field(SectionKind, &'k str),
     Part(&'k str),
     Attribute(&'k str, &'k str),
@@ -74,12 +74,19 @@ pub fn apply(program: &mut Program, overrides: &[(String, String)]) -> Vec<Error
     overrides.iter().filter_map(|(key, value)| apply_one(program, key, value).err()).collect()
 }
 
+/// The flag `KEY=VALUE` (the text of `file`) read as `--set` reads it: where its key points,
+/// and its value parsed as exactly what that key takes.
+pub fn typed<'k>(file: FileId, key: &'k str, flag: &str) -> Result<(Path<'k>, Setting), Error> {
+    let path = Path::of(key).ok_or_else(|| bad_key(Span::new(file, 0, key.len()), key))?;
+    let setting = parse::setting(file, flag, path.takes()).map_err(|e| trailing(e, key, path.takes(), flag))?;
+    Ok((path, setting))
+}
+
 fn apply_one(program: &mut Program, key: &str, value: &str) -> Result<(), Error> {
     let flag = format!("{key}={value}");
     let file = program.sources.add(format!("--set {flag}"), flag.clone());
     let key_span = Span::new(file, 0, key.len());
-    let path = Path::of(key).ok_or_else(|| bad_key(key_span, key))?;
-    let setting = parse::setting(file, &flag, path.takes()).map_err(|e| trailing(e, key, path.takes(), &flag))?;
+    let (path, setting) = typed(file, key, &flag)?;
     let Some(root) = program.modules[0].ast.as_mut() else { return Ok(()) };
     // The name the key gives, and where it is in the flag: its last word.
     let last = key.rsplit('.').next().unwrap_or(key);

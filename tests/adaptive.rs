@@ -92,41 +92,38 @@ fn a_batch_over_device_memory_runs_the_static_plan() {
     assert_eq!(batch.step_s(), batch.static_s);
 }
 
-/// Mean steps over the same sampled batches of one held-out mix, (static, adaptive), printed
-/// with a full re-derivation of each batch beside them when `full`.
-fn means(name: &str, histogram: &[(u64, f64)], samples: usize, full: bool) -> (f64, f64) {
-    let plan = mix(&example(name, "adaptive"), histogram);
+/// Mean steps over sampled batches of each held-out mix, (static, adaptive), the static plan
+/// built once (a histogram only draws the batches). Every `full`-th batch, if any, is also
+/// derived in full, the plan built afresh for its image tokens: adaptive's quick re-placement stays within
+/// 1% of it on each of those batches.
+fn mean_gain(name: &str, mixes: &[&[(u64, f64)]], samples: usize, full: Option<usize>) -> f64 {
+    let plan = example(name, "adaptive");
     let built = mpipe::driver::build(&plan).unwrap();
-    let (mut fixed, mut placed, mut again) = (0.0, 0.0, 0.0);
-    for tokens in samples::draw(&plan, samples, 25) {
-        let batch = adaptive::for_batch(&built, &tokens);
-        assert!(batch.step_s() <= batch.static_s);
-        fixed += batch.static_s;
-        placed += batch.step_s();
-        if full {
-            again += mpipe::driver::build(&adaptive::batch_of(&plan, &tokens)).unwrap().evaluate().report.step_time_s;
+    let adaptive = adaptive::Adaptive::new(&built);
+    let mut gains = Vec::new();
+    for histogram in mixes {
+        let (mut fixed, mut placed) = (0.0, 0.0);
+        for (k, tokens) in samples::draw(&mix(&plan, histogram), samples, 25).into_iter().enumerate() {
+            let batch = adaptive.for_batch(&tokens);
+            assert!(batch.step_s() <= batch.static_s);
+            fixed += batch.static_s;
+            placed += batch.step_s();
+            if full.is_some_and(|f| k % f == 0) {
+                let batch_plan = adaptive::batch_of(&plan, &tokens);
+                let again = mpipe::driver::build(&batch_plan).unwrap().evaluate().report.step_time_s;
+                println!("{name} {tokens:?}: adaptive {:.4} s, full re-derivation {again:.4} s", batch.step_s());
+                assert!(batch.step_s() <= again * 1.01, "{tokens:?}: {} against {again}", batch.step_s());
+            }
         }
-    }
-    let n = samples as f64;
-    let again = if full { format!(", full re-derivation {:.3} s", again / n) } else { String::new() };
-    println!(
-        "{name} {histogram:?}: static {:.3} s, adaptive {:.3} s ({:.4}x){again}",
-        fixed / n,
-        placed / n,
-        fixed / placed
-    );
-    (fixed / n, placed / n)
-}
-
-/// The mean gain of adaptive over static across `mixes`, `samples` batches each.
-fn mean_gain(name: &str, mixes: &[&[(u64, f64)]], samples: usize, full: bool) -> f64 {
-    let gains: Vec<f64> = mixes
-        .iter()
-        .map(|m| {
-            let (fixed, placed) = means(name, m, samples, full);
+        let n = samples as f64;
+        println!(
+            "{name} {histogram:?}: static {:.3} s, adaptive {:.3} s ({:.4}x)",
+            fixed / n,
+            placed / n,
             fixed / placed
-        })
-        .collect();
+        );
+        gains.push(fixed / placed);
+    }
     let mean = gains.iter().sum::<f64>() / gains.len() as f64;
     println!("{name} mean gain {mean:.4}x over {gains:?}");
     mean
@@ -139,17 +136,18 @@ fn held_out_mixes_on_paper_small() {
         &[(32768, 3.0), (24576, 3.0), (16384, 2.0), (8192, 1.0), (0, 1.0)],
         &[(32768, 4.0), (16384, 2.0), (8192, 2.0), (4096, 1.0), (0, 3.0)],
     ];
-    let mean = mean_gain("paper_small.mpipe", &mixes, 16, true);
+    let mean = mean_gain("paper_small.mpipe", &mixes, 16, Some(8));
     // Issue 25 asked for 1.015x under the single-efficiency roofline (1.029x there); the kernel
     // model makes the LLM's causal attention dearer against the encoder, and the gain 1.0135x.
     assert!(mean >= 1.01, "{mean}");
 }
 
-/// The paper_512 mixes of issue 25's table, fewer batches: each costs a lowering of 512 ranks.
+/// The paper_512 mixes of issue 25's table, fewer batches; none derived in full here (a build
+/// of 512 devices' plan per batch), benches/adaptive.rs compares those in a release build.
 #[test]
 fn held_out_mixes_on_paper_512() {
     let mixes: [&[(u64, f64)]; 2] =
         [&[(16384, 2.0), (12288, 1.0), (8192, 1.0)], &[(16384, 3.0), (12288, 3.0), (8192, 2.0), (4096, 1.0), (0, 1.0)]];
-    let mean = mean_gain("paper_512.mpipe", &mixes, 6, false);
+    let mean = mean_gain("paper_512.mpipe", &mixes, 6, None);
     assert!(mean >= 1.05, "{mean}");
 }

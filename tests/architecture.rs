@@ -66,6 +66,85 @@ fn dependencies_point_down_the_layers() {
     assert!(upward.is_empty(), "dependencies that point up a layer:\n{}", upward.join("\n"));
 }
 
+/// The longest a function may be, from its `fn` or `def` line to its last line.
+const MAX_FUNCTION_LINES: usize = 100;
+
+#[test]
+fn no_function_is_longer_than_a_hundred_lines() {
+    let root = common::root();
+    let mut long = Vec::new();
+    for (dir, ext, lengths) in [("src", "rs", rust_functions as fn(&str) -> _), ("python", "py", python_functions)] {
+        for path in common::files_under(&root.join(dir), ext) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let rel = path.strip_prefix(&root).unwrap().display().to_string();
+            for (name, line, lines) in lengths(&text) {
+                if lines > MAX_FUNCTION_LINES {
+                    long.push(format!("{rel}:{line} {name}: {lines} lines"));
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "functions over {MAX_FUNCTION_LINES} lines:\n{}", long.join("\n"));
+}
+
+#[test]
+fn measures_functions_from_their_first_line_to_their_last() {
+    let rust = "fn a() {\n    let s = \"}\";\n    // }\n}\ntrait T { fn b(&self); }\nfn c<F: Fn(u8)>(f: F) -> Vec<fn(u8)> {\n}\n";
+    assert_eq!(rust_functions(rust), [("a".to_string(), 1, 4), ("c".to_string(), 6, 2)]);
+    let python = "def a(\n    x,\n):\n    if x:\n\n        return 1\n\n\nclass B:\n    def c(self):\n        pass\n";
+    assert_eq!(python_functions(python), [("a".to_string(), 1, 6), ("c".to_string(), 10, 2)]);
+}
+
+/// Each Rust function with a body: its name, first line and length in lines.
+fn rust_functions(text: &str) -> Vec<(String, usize, usize)> {
+    let code: Vec<char> = code_only(text).chars().collect();
+    let line_at = |i: usize| code[..i].iter().filter(|c| **c == '\n').count() + 1;
+    let mut out = Vec::new();
+    for i in 0..code.len().saturating_sub(3) {
+        let keyword = code[i..i + 3] == ['f', 'n', ' '] && (i == 0 || !is_ident(code[i - 1]));
+        let name: String = code[i + 3..].iter().take_while(|c| is_ident(**c)).collect();
+        if !keyword || name.is_empty() {
+            continue;
+        }
+        let Some(open) = (i..code.len()).find(|&j| code[j] == '{' || code[j] == ';') else { continue };
+        if code[open] == ';' {
+            continue;
+        }
+        let mut depth = 0;
+        let close = (open..code.len()).find(|&j| {
+            depth += i32::from(code[j] == '{') - i32::from(code[j] == '}');
+            depth == 0
+        });
+        let end = close.unwrap_or(code.len() - 1);
+        out.push((name, line_at(i), line_at(end) - line_at(i) + 1));
+    }
+    out
+}
+
+/// Each Python function: its name, first line and length up to its last non-blank line.
+fn python_functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start().trim_start_matches("async ");
+        let Some(rest) = trimmed.strip_prefix("def ") else { continue };
+        let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+        // The signature may run over several lines; the body starts after its closing `)`.
+        let mut depth = 0i32;
+        let signature = (i..lines.len()).find(|&j| {
+            depth += lines[j].chars().map(|c| i32::from("([{".contains(c)) - i32::from(")]}".contains(c))).sum::<i32>();
+            depth <= 0
+        });
+        let start = signature.unwrap_or(i) + 1;
+        let body = lines[start..].iter().position(|l| !l.trim().is_empty() && indent(l) <= indent(line));
+        let after = body.map_or(lines.len(), |n| start + n);
+        let last = (i..after).rev().find(|&j| !lines[j].trim().is_empty()).unwrap_or(i);
+        out.push((name, i + 1, last - i + 1));
+    }
+    out
+}
+
 #[test]
 fn finds_a_cycle_through_uses_paths_and_the_root() {
     let files = [

@@ -20,7 +20,7 @@ use mpipe::backend::layout::{self, BodyStages};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
 use mpipe::derive::skeletons::rank_of;
-use mpipe::driver::{Answer, Make};
+use mpipe::driver::{Make, Products};
 use mpipe::outputs::Artifact;
 use mpipe::plan::Plan;
 use serde_json::{Value, json};
@@ -54,24 +54,23 @@ fn sources() -> Vec<Source> {
 /// What each of `targets` emits for `source` with `nearest`, through the driver as `mpipec
 /// build --target … --nearest` runs it: the plan as written built once for all of them (its
 /// search is what costs, on the large examples).
-fn answers(source: &Source, targets: &[Target]) -> Vec<Answer> {
+fn answers<'p>(source: &'p Source, targets: &[Target]) -> Products<'p> {
     let requests: Vec<Request> = targets.iter().map(|&target| Request { target, nearest: true, span: None }).collect();
     let products = mpipe::driver::produce(&source.plan, &requests, Make::Files, &|| true).unwrap().unwrap();
     for answer in &products.answers {
         assert!(!answer.refused, "{} for {}: {:?}", source.key, answer.target.name(), answer.diagnostics);
     }
-    products.answers
+    products
 }
 
-/// What `target` emits for `source` with `nearest`, and the plan it runs.
-fn emitted(source: &Source, target: Target) -> (Vec<Artifact>, Plan) {
-    let answer = answers(source, &[target]).remove(0);
-    (answer.artifacts, answer.nearest.map_or_else(|| source.plan.clone(), |p| *p))
+/// What `target` emits for `source` with `nearest`.
+fn emitted(source: &Source, target: Target) -> Vec<Artifact> {
+    answers(source, &[target]).answers.remove(0).artifacts
 }
 
 /// What every target emits for `source`.
 fn emitted_by_each(source: &Source) -> Vec<(Target, Vec<Artifact>)> {
-    answers(source, &TARGETS).into_iter().map(|a| (a.target, a.artifacts)).collect()
+    answers(source, &TARGETS).answers.into_iter().map(|a| (a.target, a.artifacts)).collect()
 }
 
 fn stem(key: &str) -> String {
@@ -127,15 +126,18 @@ fn emission_is_deterministic() {
 fn write_all(dir: &Path, target: Target) -> Vec<Value> {
     let mut cases = Vec::new();
     for source in sources() {
-        let (artifacts, plan) = emitted(&source, target);
-        let built = mpipe::driver::build(&plan).unwrap();
+        let mut products = answers(&source, &[target]);
+        let answer = products.answers.remove(0);
+        // The plan in the form the target runs: its nearest, or as written.
+        let built = answer.nearest.as_ref().unwrap_or(&products.built);
+        let (artifacts, plan) = (&answer.artifacts, &source.plan);
+        let body = BodyStages::of(&built.resolved, &built.derived.ir);
         let root = dir.join(stem(&source.key));
-        for a in &artifacts {
+        for a in artifacts {
             let path = root.join(&a.path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &a.contents).unwrap();
         }
-        let body = BodyStages::of(&built.resolved, &built.derived.ir);
         let at = |file: &str| root.join(target.name()).join(file).to_string_lossy().into_owned();
         let mut ranks = Vec::new();
         for (b, &n) in body.decoder.iter().enumerate() {
@@ -143,7 +145,7 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
         }
         let flat = |v: Vec<Vec<u64>>| if body.chunks == 1 { json!(v[0]) } else { json!(v) };
         let c = &plan.cluster;
-        let encoder = layout::encoder(&plan);
+        let encoder = layout::encoder(plan);
         cases.push(json!({
             "name": stem(&source.key),
             "launch": at("launch.sh"),
@@ -152,7 +154,7 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
             "exec_order": at("exec_order.json"),
             "world": c.devices, "devices": c.devices, "tp": c.tp, "pp": c.pp, "dp": c.dp,
             "microbatches": plan.batch.microbatches,
-            "global_batch": layout::global_batch(&plan),
+            "global_batch": layout::global_batch(plan),
             "vpp": body.chunks,
             "decoder": body.by_chunk(&body.decoder),
             "decoder_stages": body.decoder,
@@ -162,7 +164,7 @@ fn write_all(dir: &Path, target: Target) -> Vec<Value> {
             "vlm": encoder.is_some(),
             "frozen_encoder": encoder.is_some_and(|(p, _)| p.frozen),
             "trainable_encoder": encoder.is_some_and(|(p, _)| !p.frozen),
-            "frozen_decoder": layout::decoder(&plan).is_some_and(|(p, _)| p.frozen),
+            "frozen_decoder": layout::decoder(plan).is_some_and(|(p, _)| p.frozen),
             "transpose": built.resolved.choices.encoder.is_some(),
             "scheduler": match built.resolved.body().0.name() {
                 "gpipe" => "gpipe",
@@ -949,7 +951,7 @@ fn msrun_starts_two_workers_on_loopback() {
     let python = python("mindformers-env");
     let dir = tempfile_dir("msrun");
     let source = sources().into_iter().find(|s| s.key.ends_with("two_devices.mpipe")).unwrap();
-    let (artifacts, ..) = emitted(&source, Target::MindFormers);
+    let artifacts = emitted(&source, Target::MindFormers);
     for a in &artifacts {
         let path = dir.join(&a.path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -994,7 +996,8 @@ fn cell(text: &str, target: Target) -> String {
     match verdict(request, &mpipe::driver::build(&plan).unwrap()) {
         Verdict::AsWritten => "native".into(),
         Verdict::Impossible(_) => "no".into(),
-        Verdict::Nearest { plan: nearest, .. } => {
+        Verdict::Nearest(form) => {
+            let nearest = form.written_into(&plan);
             let skeletons: Vec<String> = nearest.schedule.iter().map(|s| s.skeleton.to_string()).collect();
             let mut text = if nearest.cut.regions.len() < plan.cut.regions.len() {
                 format!("encoder in stage 0, {}", skeletons.join(", "))

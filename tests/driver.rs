@@ -5,6 +5,7 @@ use mpipe::Depth;
 use mpipe::algebra::{Chunks, Skeleton};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
+use mpipe::derive::nearest::Encoder;
 use mpipe::derive::resolved::{Choices, Resolved};
 use mpipe::diagnostics::Code;
 use mpipe::driver::Make;
@@ -64,9 +65,9 @@ fn a_backend_answers_from_the_built_plan() {
         _ => panic!("megatron has no zero-bubble schedule; without nearest the plan is refused"),
     }
     match ask(Target::Megatron, true) {
-        Verdict::Nearest { plan: nearest, changes } => {
-            assert_eq!(nearest.schedule[0].skeleton.to_string(), "interleaved(2)");
-            assert!(!changes.is_empty());
+        Verdict::Nearest(form) => {
+            assert_eq!(form.body.0.to_string(), "interleaved(2)");
+            assert!(!form.changes.is_empty());
         }
         _ => panic!("megatron runs the nearest interleaved plan"),
     }
@@ -75,7 +76,10 @@ fn a_backend_answers_from_the_built_plan() {
     let answer = &products.answers[0];
     assert_eq!(answer.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(), [Code::W0004]);
     assert!(!answer.refused && !answer.artifacts.is_empty());
-    assert_eq!(answer.nearest.as_ref().unwrap().schedule[0].skeleton.to_string(), "interleaved(2)");
+    let nearest = answer.nearest.as_ref().unwrap();
+    assert_eq!(nearest.resolved.body().0.to_string(), "interleaved(2)");
+    assert_eq!(nearest.derived.ir.regions[0].skeleton, "interleaved(2)", "the lists are of the nearest form");
+    assert_eq!(nearest.plan(), &plan, "the plan as written, with the form as a choice");
 }
 
 #[test]
@@ -147,4 +151,35 @@ fn lowering_reads_the_resolved_plan_and_plan_txt_lists_its_choices() {
         choices.encoder_schedule.as_ref().expect("a slack-filling encoder's chunks are placed by choose").delay
     );
     assert!(text.contains(&header), "{}", &text[..400.min(text.len())]);
+}
+
+#[test]
+fn the_checker_rejects_a_bad_choice_in_the_resolved_plan() {
+    let loader = MemoryLoader::new();
+    let plan = mpipe::driver::compile("plan.mpipe", "plan.mpipe", example("paper_small.mpipe"), &loader).plan.unwrap();
+    let built = mpipe::driver::build(&plan).unwrap();
+    let problems = built.resolved.problems();
+    assert!(problems.is_empty(), "the search's own choices pass: {problems:?}");
+    let codes = |change: &dyn Fn(&mut Choices)| {
+        let mut resolved = built.resolved.clone();
+        change(&mut resolved.choices);
+        resolved.problems().iter().map(|e| e.to_diagnostic().code).collect::<Vec<_>>()
+    };
+    let layers = plan.cut.regions[0].layers.end - plan.cut.regions[0].layers.start;
+    assert_eq!(codes(&|c| c.chunks = layers as u32 + 1), [Code::E0319], "more chunks than the encoder has layers");
+    let (m, p) = (plan.batch.microbatches as usize, plan.cluster.pp as u32);
+    assert_eq!(
+        codes(&|c| c.encoder_schedule.as_mut().unwrap().owners[0] = p),
+        [Code::E0311],
+        "an owner past the ranks"
+    );
+    // One image per microbatch: a split into two parts has no second image to give.
+    assert!(codes(&|c| c.parts = vec![2; m]).contains(&Code::E0207));
+    // A target's nearest form is a choice too, checked when it is built.
+    let megatron = Request { target: Target::Megatron, nearest: true, span: None };
+    let Verdict::Nearest(mut form) = verdict(megatron, &built) else { panic!("megatron runs a nearest form") };
+    let Encoder::Folded(split) = &mut form.encoder else { panic!("megatron folds the encoder into stage 0") };
+    split[0] += 1;
+    let invalid = mpipe::built::nearest(&built, *form).err().expect("a split over more layers than the model has");
+    assert!(invalid.problems.iter().any(|p| p.contains("`split` sums to")), "{:?}", invalid.problems);
 }

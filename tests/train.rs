@@ -1,9 +1,11 @@
 //! `mpipec train` end to end on CPU and gloo: transformers' Qwen2.5-VL and LLaVA, from model
 //! directories the tests write (tests/python/tiny_vlm.py: a tiny random config, a tokenizer
 //! built in code, the real image processor, PNGs of several sizes), trained with plans at P = 2
-//! and 4; each run's loss and every gradient must equal one process's (`--check`), a run stopped
-//! at step 2 and resumed must log steps 3 and 4 bit for bit as one that never stopped, and bad
-//! data is refused naming its file and line before any step.
+//! and 4 (chunks with a trainable encoder and a 1f1b body at P = 2; lookahead with a frozen
+//! encoder and a zbv body at P = 4; LLaVA with a zbv body at P = 2 x dp 2); each run's loss and
+//! every gradient must equal one process's (`--check`), a run stopped at step 2 and resumed
+//! must log steps 3 and 4 bit for bit as one that never stopped, and bad data is refused naming
+//! its file and line before any step.
 //!
 //! torch, transformers and Pillow come from `scripts/torch-env`. Two runs at a time, as in
 //! tests/verify.rs: each is several processes already.
@@ -96,13 +98,13 @@ fn qwen_with_chunks_and_a_trainable_encoder_matches_one_process() {
     assert_matches_one_process("qwen2_5_vl, P = 2, transpose(chunks = 2), trainable encoder", &out);
 }
 
-/// Lookahead with a frozen encoder at P = 4: the run matches one process, and stopped after
-/// step 2 and resumed it logs steps 3 and 4 and ends with the parameters and optimizer state
-/// exactly as the run that never stopped.
+/// Lookahead with a frozen encoder and a zbv body at P = 4: the run matches one process, and
+/// stopped after step 2 and resumed it logs steps 3 and 4 and ends with the parameters and
+/// optimizer state exactly as the run that never stopped.
 #[test]
-fn qwen_with_lookahead_matches_one_process_and_resumes_bit_identically() {
+fn qwen_with_lookahead_and_a_zbv_body_matches_one_process_and_resumes_bit_identically() {
     let dir = scratch("resume");
-    let sets = ["schedule=transpose(chunks = 4, lookahead = 1), 1f1b", "batch.microbatches=8"];
+    let sets = ["schedule=transpose(chunks = 4, lookahead = 1), zbv", "batch.microbatches=8"];
     let whole = dir.join("whole.jsonl");
     let uninterrupted = dir.join("uninterrupted");
     let common = ["--procs", "4"];
@@ -116,7 +118,7 @@ fn qwen_with_lookahead_matches_one_process_and_resumes_bit_identically() {
         .concat(),
         &sets,
     );
-    assert_matches_one_process("qwen2_5_vl, P = 4, transpose(chunks = 4, lookahead = 1), frozen encoder", &out);
+    assert_matches_one_process("qwen2_5_vl, P = 4, transpose(chunks = 4, lookahead = 1), zbv, frozen encoder", &out);
 
     let saved = dir.join("checkpoints");
     let stop = ["--steps", "4", "--stop-after", "2", "--save", saved.to_str().unwrap()];
@@ -221,6 +223,55 @@ fn bad_data_is_refused_naming_each_line_before_any_step() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One process of a torchrun job (RANK set) whose size is not the plan's: it says so naming its
+/// rank and the size to launch, before any step, without a traceback.
+#[test]
+fn a_torchrun_job_of_another_size_is_refused_naming_the_rank() {
+    let dir = scratch("torchrun");
+    let job = dir.join("job");
+    let model = fixture("llava").join("model");
+    let data = fixture("llava").join("data.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_mpipec"))
+        .current_dir(root())
+        .args(["train", VLM, "--python", python(), "--procs", "2", "--steps", "1", "--model"])
+        .arg(&model)
+        .arg("--data")
+        .arg(&data)
+        .arg("--prepare")
+        .arg(&job)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let package =
+        stdout.split("PYTHONPATH=").nth(1).and_then(|rest| rest.split(' ').next()).expect("the printed command");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _turn = torch_turn();
+    let out = Command::new(python())
+        .args(["-m", "mpipec.train", "--job"])
+        .arg(&job)
+        .arg("--model")
+        .arg(&model)
+        .arg("--data")
+        .arg(&data)
+        .args(["--steps", "1"])
+        .env("PYTHONPATH", package)
+        .envs([("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")])
+        .env("MASTER_PORT", port.to_string())
+        .envs([("MPIPEC_BACKEND", "gloo"), ("MPIPE_TIMEOUT", "60")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: rank 0: the plan has 2 ranks (pp 2 x dp 1 x tp 1); this job has 1 processes: launch it with 2"
+        ) && !stderr.contains("Traceback"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A model whose layers are not the plan's is refused naming both.
 #[test]
 fn a_model_that_is_not_the_plans_is_refused() {
@@ -233,7 +284,7 @@ fn a_model_that_is_not_the_plans_is_refused() {
     );
 }
 
-/// Options that are wrong on their face are refused before Python starts.
+/// Options that are wrong on their face, and a plan with tp > 1, are refused before Python starts.
 #[test]
 fn bad_options_are_refused_before_python_starts() {
     let refused = |args: &[&str]| {
@@ -258,6 +309,10 @@ fn bad_options_are_refused_before_python_starts() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--save"), "{stderr}");
+    let out = refused(&["--model", "tests", "--data", VLM, "--set", "cluster.tp=2", "--set", "cluster.devices=8"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the plan has tp = 2") && stderr.contains("--target megatron"), "{stderr}");
 }
 
 /// `--prepare DIR` writes the run (the plan and what plan.json does not hold) and prints how to

@@ -206,12 +206,14 @@ def latest(directory):
 
 def setup(a, run, model, adapter, device):
     """This process's groups, executor, optimizer and schedule, and the step it starts from."""
-    from .torch import Executor, devices, stage_ids
+    from .torch import Executor, devices, hf, stage_ids
 
     plan = run.plan
     groups = devices.groups(plan)
     modules = {s: m.to(device) for s, m in stages(model, adapter, plan, stage_ids(plan, groups.pp_rank)).items()}
-    ex = Executor(plan, groups.pp_rank, modules, _loss, groups, device=device, autocast=autocast_dtype(device, a.precision))
+    shapes = lambda layer: hf.layer_shapes(layer, adapter["kinds"], adapter, model=model)
+    ex = Executor(plan, groups.pp_rank, modules, _loss, groups, device=device, autocast=autocast_dtype(device, a.precision),
+                  layer_shapes=shapes)
     params = list(ex.parameters())
     optimizer = torch.optim.AdamW(params, lr=a.lr, weight_decay=a.weight_decay) if params else None
     scheduler = schedule(optimizer, a.steps, a.warmup) if optimizer else None
@@ -366,39 +368,20 @@ def local(a, run, model, adapter, batches):
         return EXIT_INPUT
     if ref is None:
         return 0
+    from .torch.verify import TOLERANCE, Worst, compare_steps
+
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(run.plan["pipeline"]["ranks"])]
-    worst = compare(ranks, ref, a.steps)
-    if worst[0] > TOLERANCE:
-        print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on the loss and every gradient): worst {worst[1]}", file=sys.stderr)
+    worst = Worst()
+    missing = compare_steps(ranks, ref, a.steps, worst)
+    if missing:
+        print(missing, file=sys.stderr)
+        return EXIT_INPUT
+    rel, where = worst.worst()
+    if rel > TOLERANCE:
+        print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on the loss and every gradient): worst {where}", file=sys.stderr)
         return EXIT_INPUT
     print("ok: the loss and every gradient of each step match the single-process run")
     return 0
-
-
-# --check's bar (fp32): per tensor, the largest difference over the largest reference entry.
-TOLERANCE = 1e-5
-# A gradient that is zero up to round-off (a key projection's bias, which softmax ignores) is
-# measured against this fraction of the step's largest gradient entry, not against its own noise.
-FLOOR = 1e-5
-
-
-def compare(ranks, ref, steps):
-    """(relative difference, where) of the worst loss or gradient over `steps`, each step's
-    printed; `ranks` are the processes' records, `ref` the single process's."""
-    worst = (0.0, "")
-    for step in range(steps):
-        loss = sum(r["losses"][step] for r in ranks if r["losses"][step] is not None)
-        expected = ref["losses"][step]
-        worst = max(worst, (abs(loss - expected) / abs(expected), f"step {step + 1} loss"))
-        grads = {name: g for r in ranks for name, g in r["grads"][step].items()}
-        floor = FLOOR * max(float(g.abs().max()) for g in ref["grads"][step].values())
-        for name, g in ref["grads"][step].items():
-            if name not in grads:
-                return (math.inf, f"step {step + 1}: no pipelined gradient for {name}")
-            rel = float((grads[name] - g).abs().max()) / max(float(g.abs().max()), floor)
-            worst = max(worst, (rel, f"step {step + 1} {name}"))
-        print(f"step {step + 1}: loss {loss:.6f} (single process {expected:.6f}); worst so far: rel {worst[0]:.3e} ({worst[1]})")
-    return worst
 
 
 def check_resumable(path, plan, steps):
@@ -445,7 +428,12 @@ def main(argv=None):
         return local(a, run, model, adapter, batches)
     from .torch import devices
 
-    train(a, run, model, adapter, batches, devices.init())
+    try:
+        train(a, run, model, adapter, batches, devices.init())
+    except ValueError as e:
+        # The plan does not fit the job, the modules or the checkpoint: every process says so.
+        print(f"error: rank {os.environ['RANK']}: {e}", file=sys.stderr, flush=True)
+        return EXIT_INPUT
     dist.barrier()
     dist.destroy_process_group()
     return 0

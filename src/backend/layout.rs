@@ -1,6 +1,7 @@
 //! The sharded body as the launch-configuration backends describe it: per body stage, how
 //! many of its layers belong to the encoder and how many to the LLM, and which rank holds it.
 
+use crate::derive::nearest::body_layers;
 use crate::derive::resolved::Resolved;
 use crate::derive::skeletons::rank_of;
 use crate::ir::{Mapping, PlanIr};
@@ -21,25 +22,7 @@ pub struct BodyStages {
 
 impl BodyStages {
     pub fn of(resolved: &Resolved, ir: &PlanIr) -> BodyStages {
-        let plan = resolved.plan;
-        let mut parts = Vec::new();
-        let mut start = 0;
-        for part in &plan.model.parts {
-            let end = start + part.arch.layers();
-            parts.push((start..end, part.arch.is_encoder()));
-            start = end;
-        }
-        let (mut encoder, mut decoder) = (Vec::new(), Vec::new());
-        for stage in ir.stages.iter().filter(|s| s.rank.is_some()) {
-            let [start, end] = stage.layers;
-            let (mut e, mut d) = (0, 0);
-            for (range, is_encoder) in &parts {
-                let overlap = end.min(range.end).saturating_sub(start.max(range.start));
-                if *is_encoder { e += overlap } else { d += overlap }
-            }
-            encoder.push(e);
-            decoder.push(d);
-        }
+        let (encoder, decoder) = body_layers(resolved.plan, ir);
         BodyStages { pp: ir.pipeline.ranks, chunks: resolved.body().1, mapping: ir.pipeline.mapping, encoder, decoder }
     }
 

@@ -1,9 +1,10 @@
 //! Backends: a derived plan as what a training stack runs. `torch` executes any plan with the
 //! mpipe runtime. The launch-configuration backends (Megatron-LM, MindFormers, MindSpeed-MM,
 //! HyperParallel) write what their users write by hand. A skeleton such a stack cannot run is
-//! refused (E0401), or with `nearest` replaced by its nearest native plan ([`native::verdict`]),
-//! which the driver builds and emits with a warning (W0004) that says what changed. A backend
-//! takes the [`Built`] plan.
+//! refused (E0401), or with `nearest` run in the target's nearest form ([`native::verdict`], a
+//! choice of the resolved plan: `derive::nearest`), which the driver builds and emits with a
+//! warning (W0004) that says what changed. A backend takes the [`Built`] plan, the plan as
+//! written or in that form, and reads its resolved plan and lists.
 
 pub mod hyperparallel;
 pub mod layout;

@@ -1,38 +1,20 @@
-//! What each launch-configuration target runs natively, and the nearest native plan of one it
-//! does not: the skeleton × target table of the README, as code.
-//!
-//! Megatron-LM and MindFormers build the modality encoder into pipeline stage 0
-//! (`add_encoder = is_pipeline_first_stage()`, a Cell's `pipeline_stage = 0`); MindSpeed-MM
-//! spreads it over the first stages (a ViT `pipeline_num_layers` list, all before the first LLM
-//! layer). None replicates it. HyperParallel replicates it with its public
-//! `ScheduleMPipeTranspose`: one encoder block before each rank's body, owners round-robin.
+//! What a launch-configuration target makes of a built plan: runs it as written, runs its
+//! nearest form (a choice derive makes: `derive::nearest`, which holds the skeleton × target
+//! table of the README), or cannot run it. This file says it as diagnostics.
 
-use crate::algebra::skeleton::body_skeleton;
-use crate::algebra::{Fill, Layout, OwnerSpec, Skeleton};
 use crate::built::Built;
-use crate::derive::folded;
-use crate::derive::resolved::Resolved;
+use crate::derive::nearest::{self, Refusal, TargetForm};
 use crate::diagnostics::Diagnostic;
 use crate::error::{BackendError, Error};
-use crate::ir::PlanIr;
-use crate::plan::Plan;
 use crate::span::Span;
 
-use super::layout::BodyStages;
-use super::{Request, Target};
+use super::Request;
 
-/// One thing the nearest native plan does differently, at the schedule entry it replaces.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Change {
-    pub span: Span,
-    pub what: String,
-}
-
-/// What a target makes of a built plan: runs it as written, runs the nearest plan it has (which
-/// the caller builds, with the changes to report), or cannot run it (the diagnostic says why).
+/// What a target makes of a built plan: runs it as written, runs its nearest form (which the
+/// caller builds, with the changes to report), or cannot run it (the diagnostic says why).
 pub enum Verdict {
     AsWritten,
-    Nearest { plan: Box<Plan>, changes: Vec<Change> },
+    Nearest(Box<TargetForm>),
     Impossible(Diagnostic),
 }
 
@@ -40,333 +22,36 @@ pub enum Verdict {
 pub fn invalid_nearest(request: Request, span: Span, problems: &[String]) -> Diagnostic {
     let reason = format!("internal error: its nearest plan fails validation: {}", problems.join("; "));
     let help = format!("this is a bug in mpipec {}; build for `torch` meanwhile", super::VERSION);
-    Refusal { span, reason, help }.diagnostic(request)
+    refusal(Refusal { span, reason, help }, request)
 }
 
-/// Why a target cannot run a plan, said at the construct it cannot run.
-pub(super) struct Refusal {
-    pub span: Span,
-    pub reason: String,
-    pub help: String,
-}
-
-impl Refusal {
-    pub(super) fn diagnostic(self, request: Request) -> Diagnostic {
-        let Refusal { span, reason, help } = self;
-        Error::Backend(BackendError::TargetCannotRun {
-            span,
-            target: request.span,
-            name: request.target.name(),
-            reason,
-            help,
-        })
-        .to_diagnostic()
-    }
-}
-
-/// How `target` runs a body skeleton: as written, or as the nearest skeleton it has and why
-/// (said of the target: "has no zero-bubble schedule").
-pub fn body(target: Target, skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
-    use Skeleton::*;
-    use Target::*;
-    match (target, skeleton) {
-        (Torch, s) => Ok(s),
-        (_, Transpose { .. }) => unreachable!("a body skeleton is sharded"),
-        (Megatron | MindSpeedMm, Gpipe) => {
-            Err((OneFOneB, "pipelines with 1F1B only: all forwards then all backwards has no flag"))
-        }
-        (Megatron | MindSpeedMm | HyperParallel, Zb1p { v }) => {
-            Err((Interleaved { v }, "has no zero-bubble schedule (backward split into input and weight gradients)"))
-        }
-        (Megatron | MindSpeedMm | HyperParallel, Zbv | DualPipeV) => {
-            Err((Interleaved { v: 2 }, "places virtual stage i on rank i mod pp, so a V-shaped schedule has no layout"))
-        }
-        (MindFormers, Zb1p { v }) => Err((Interleaved { v }, "has no interleaved zero-bubble `pipeline_scheduler`")),
-        (MindFormers, DualPipeV) => {
-            Err((Zbv, "has `zero_bubble_v` but not DualPipeV's overlapped forward/backward pairs"))
-        }
-        (_, s @ (Gpipe | OneFOneB | Interleaved { .. } | Zbv)) => Ok(s),
-    }
-}
-
-/// How HyperParallel's MPipe schedule runs a body: always with its interleaved generator,
-/// whose one-chunk `pp_less_memory` variant is `1f1b`.
-fn mpipe_body(skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
-    match (skeleton, body(Target::HyperParallel, skeleton)) {
-        (Skeleton::Gpipe, _) => Err((
-            Skeleton::OneFOneB,
-            "pipelines a transposed encoder's LLM with interleaved 1F1B (`pp_schedule: mpipe`)",
-        )),
-        (_, mapped) => mapped,
-    }
-}
-
-/// HyperParallel's form of a transpose encoder, `ScheduleMPipeTranspose`'s prefix block: each
-/// microbatch encoded whole, in one block before the rank's pipeline. The skeleton in that
-/// form, and what changed, said of each construct replaced.
-fn mpipe_encoder(skeleton: Skeleton, chunks: u32) -> (Skeleton, Vec<String>) {
-    let mut whats = Vec::new();
-    let Skeleton::Transpose { fill, lookahead, .. } = skeleton else { unreachable!("the encoder is replicated") };
-    if fill == Fill::Slack {
-        whats.push(
-            "the encoder runs as one block before each rank's pipeline (`transpose(prefix)`): \
-             HyperParallel's ScheduleMPipeTranspose does not fill the idle time slot by slot"
-                .to_string(),
-        );
-    }
-    if chunks > 1 {
-        whats.push("each microbatch is encoded whole (`chunks = 1`): HyperParallel's MPIPE_TRANSPOSE_FWD step runs the whole tower".to_string());
-    }
-    if lookahead {
-        whats.push(
-            "each step encodes its own batch (no `lookahead`): HyperParallel loads and encodes a step's data within the step"
-                .to_string(),
-        );
-    }
-    (Skeleton::whole_transpose(Fill::Prefix), whats)
-}
-
-/// Whether `target` can hold encoder layers on body stages after the first.
-fn shards_encoder(target: Target) -> bool {
-    matches!(target, Target::Torch | Target::MindSpeedMm)
+/// Why `request.target` cannot run a plan, as its diagnostic (E0402).
+fn refusal(refusal: Refusal, request: Request) -> Diagnostic {
+    let Refusal { span, reason, help } = refusal;
+    Error::Backend(BackendError::TargetCannotRun {
+        span,
+        target: request.span,
+        name: request.target.name(),
+        reason,
+        help,
+    })
+    .to_diagnostic()
 }
 
 /// What `request.target` runs of the built plan. Without `nearest` in the request, a plan the
 /// target runs only in another form is refused with what would change.
 pub fn verdict(request: Request, built: &Built) -> Verdict {
-    match nearest(request.target, &built.resolved, &built.derived.ir) {
+    match nearest::form(request.target, &built.resolved, &built.derived.ir) {
         Ok(None) => Verdict::AsWritten,
-        Ok(Some((plan, changes))) if request.nearest => Verdict::Nearest { plan, changes },
-        Ok(Some((_, changes))) => {
-            let span = changes[0].span;
-            let changes = changes.into_iter().map(|c| c.what).collect();
+        Ok(Some(form)) if request.nearest => Verdict::Nearest(Box::new(form)),
+        Ok(Some(form)) => {
+            let span = form.changes[0].span;
+            let changes = form.changes.into_iter().map(|c| c.what).collect();
             let name = request.target.name();
             Verdict::Impossible(
                 Error::Backend(BackendError::NotNative { span, target: request.span, name, changes }).to_diagnostic(),
             )
         }
-        Err(refusal) => Verdict::Impossible(refusal.diagnostic(request)),
+        Err(why) => Verdict::Impossible(refusal(why, request)),
     }
-}
-
-type Changed = Option<(Box<Plan>, Vec<Change>)>;
-
-/// The nearest plan `target` runs natively and what changed (`None`: the plan as written), or
-/// why it has none.
-fn nearest(target: Target, resolved: &Resolved, ir: &PlanIr) -> Result<Changed, Refusal> {
-    if target == Target::Torch {
-        return Ok(None);
-    }
-    let plan = resolved.plan;
-    one_encoder_then_one_llm(target, resolved)?;
-    let written = resolved.body().0;
-    let body_span = plan.schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.span);
-    let body_span = body_span.unwrap_or_default();
-    let mpipe = target == Target::HyperParallel && resolved.choices.encoder.is_some();
-    let mut changes = Vec::new();
-    let new_body = match runs_body(target, mpipe, written) {
-        Ok(s) => s,
-        Err((nearest, why)) => {
-            let what = format!("`{written}` runs as `{nearest}`: `{}` {why}", target.name());
-            changes.push(Change { span: body_span, what });
-            nearest
-        }
-    };
-    let mut nearest = plan.clone();
-    let fold = place_encoder(target, (resolved, ir), body_span, &mut nearest, &mut changes);
-    if changes.is_empty() {
-        return target_rules(target, plan, written, body_span).map(|()| None);
-    }
-    if fold {
-        nearest = fold_encoder(target, plan, new_body, body_span, &mut changes)?;
-    } else if new_body != written {
-        rewrite_sharded(target, mpipe, &mut nearest, &mut changes);
-    }
-    check_body(target, &nearest, body_span)?;
-    Ok(Some((Box::new(nearest), changes)))
-}
-
-/// How `target` runs a body; with HyperParallel's MPipe schedule (a transposed encoder), as
-/// that schedule's generator does.
-fn runs_body(target: Target, mpipe: bool, skeleton: Skeleton) -> Result<Skeleton, (Skeleton, &'static str)> {
-    if mpipe { mpipe_body(skeleton) } else { body(target, skeleton) }
-}
-
-/// The stacks' configs describe one encoder, then one LLM, and nothing after it.
-fn one_encoder_then_one_llm(target: Target, resolved: &Resolved) -> Result<(), Refusal> {
-    let (name, plan) = (target.name(), resolved.plan);
-    if let Some(sink) = resolved.sink() {
-        return Err(Refusal {
-            span: plan.schedule[sink].span,
-            reason: format!("`{name}` has no replicated region after the LLM"),
-            help: "build this plan for `torch`, which runs any plan".into(),
-        });
-    }
-    for (kind, is_encoder) in [("encoder", true), ("LLM", false)] {
-        let parts: Vec<_> = plan.model.parts.iter().filter(|p| p.arch.is_encoder() == is_encoder).collect();
-        if parts.len() > 1 {
-            return Err(Refusal {
-                span: parts[1].span,
-                reason: format!("`{name}` takes one {kind}; this model has {} {kind} parts", parts.len()),
-                help: format!("describe the {kind} as one part, or build this plan for `torch`"),
-            });
-        }
-    }
-    let first_decoder = plan.model.parts.iter().position(|p| !p.arch.is_encoder());
-    if let Some(late) = first_decoder.and_then(|d| plan.model.parts[d..].iter().find(|p| p.arch.is_encoder())) {
-        return Err(Refusal {
-            span: late.span,
-            reason: format!("`{name}` has no encoder after the LLM"),
-            help: "build this plan for `torch`, which runs any plan".into(),
-        });
-    }
-    Ok(())
-}
-
-/// Where `target` puts the encoder: HyperParallel's MPipe form of a transposed one (written
-/// into `nearest`), or folded into pipeline stage 0. Records what changed; true when the
-/// encoder is to be folded.
-fn place_encoder(
-    target: Target,
-    (resolved, ir): (&Resolved, &PlanIr),
-    body_span: Span,
-    nearest: &mut Plan,
-    changes: &mut Vec<Change>,
-) -> bool {
-    let (name, plan) = (target.name(), resolved.plan);
-    let encoder_layers = leading_encoder_layers(plan);
-    // The encoder, when there is one, is region 0.
-    match resolved.choices.encoder.map(|_| 0) {
-        Some(region) if target == Target::HyperParallel => {
-            let span = plan.schedule[region].span;
-            let (encoder, whats) = mpipe_encoder(plan.schedule[region].skeleton, resolved.choices.chunks);
-            changes.extend(whats.into_iter().map(|what| Change { span, what }));
-            nearest.schedule[region].skeleton = encoder;
-            let (p, m) = (plan.cluster.pp as u32, plan.batch.microbatches as u32);
-            let round_robin: Vec<u32> = (0..m).map(|mb| mb % p).collect();
-            let owners = ir.owner.get(&plan.cut.regions[region].name).cloned().unwrap_or_default();
-            if owners != round_robin {
-                changes.push(Change {
-                    span,
-                    what: "microbatch m is encoded on rank m mod pp (`owner round_robin`): \
-                           `pp_mpipe_transpose_overflow: full` is HyperParallel's owner map"
-                        .into(),
-                });
-            }
-            // Pinned even when the plan's own choice was round-robin: `by_microbatch` could
-            // choose otherwise for the nearest plan's other fill.
-            nearest.owner = Some(OwnerSpec::RoundRobin);
-            false
-        }
-        Some(region) => {
-            changes.push(Change {
-                span: plan.schedule[region].span,
-                what: format!(
-                    "the encoder ({encoder_layers} layers) is folded into pipeline stage 0 and the LLM layers are \
-                     rebalanced around it: `{name}` builds the encoder into the first stage and has no replicated one"
-                ),
-            });
-            true
-        }
-        None if !shards_encoder(target) && BodyStages::of(resolved, ir).encoder.iter().skip(1).any(|&n| n > 0) => {
-            changes.push(Change {
-                span: body_span,
-                what: format!(
-                    "the encoder ({encoder_layers} layers) is moved into pipeline stage 0 and the LLM layers are \
-                     rebalanced around it: `{name}` builds the whole encoder into the first stage"
-                ),
-            });
-            true
-        }
-        None => false,
-    }
-}
-
-/// The plan with its encoder folded into stage 0 before a body of `new_body`, and its LLM
-/// layers by stage added to the changes; refused when some stage would hold no LLM layer.
-fn fold_encoder(
-    target: Target,
-    plan: &Plan,
-    new_body: Skeleton,
-    body_span: Span,
-    changes: &mut Vec<Change>,
-) -> Result<Plan, Refusal> {
-    let encoder_layers = leading_encoder_layers(plan);
-    let stages = plan.cluster.pp * u64::from(new_body.chunks());
-    if plan.model.layers() - encoder_layers + 1 < stages {
-        return Err(Refusal {
-            span: body_span,
-            reason: format!(
-                "`{}` needs the encoder in stage 0 and at least one LLM layer on each of the other {} stages",
-                target.name(),
-                stages - 1
-            ),
-            help: "use fewer pipeline ranks or fewer virtual stages".into(),
-        });
-    }
-    let folded = folded::fold(plan, new_body, encoder_layers);
-    let mut llm = folded.schedule[0].split.clone().expect("a fold pins its split");
-    llm[0] -= encoder_layers;
-    changes.push(Change { span: body_span, what: format!("LLM layers by stage, in stage order: {llm:?}") });
-    Ok(folded)
-}
-
-/// Every sharded region of `nearest` as the target runs it; a pinned split that no longer
-/// fits the new number of stages is dropped, and said so.
-fn rewrite_sharded(target: Target, mpipe: bool, nearest: &mut Plan, changes: &mut Vec<Change>) {
-    let p = nearest.cluster.pp;
-    for region in nearest.schedule.iter_mut().filter(|s| s.skeleton.layout() == Layout::Sharded) {
-        let (Ok(s) | Err((s, _))) = runs_body(target, mpipe, region.skeleton);
-        if s.chunks() != region.skeleton.chunks() && region.split.take().is_some() {
-            changes.push(Change {
-                span: region.span,
-                what: format!(
-                    "the pinned split of `{}` is rebalanced for {} stages",
-                    region.skeleton,
-                    p * u64::from(s.chunks())
-                ),
-            });
-        }
-        region.skeleton = s;
-    }
-}
-
-/// The nearest plan's body must be one schedule the target has, for this many microbatches.
-fn check_body(target: Target, nearest: &Plan, body_span: Span) -> Result<(), Refusal> {
-    let name = target.name();
-    let sharded: Vec<Skeleton> =
-        nearest.schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect();
-    let Some((emitted_body, _)) = body_skeleton(&sharded) else {
-        return Err(Refusal {
-            span: body_span,
-            reason: format!("`{name}` has no schedule for these sharded regions together"),
-            help: "use one sharded region, or build for `torch`".into(),
-        });
-    };
-    if let Err(mismatch) = emitted_body.check_microbatches(nearest.cluster.pp, nearest.batch.microbatches) {
-        return Err(Refusal {
-            span: body_span,
-            reason: format!("the nearest plan `{name}` can run uses `{emitted_body}`, and {}", mismatch.message),
-            help: mismatch.help,
-        });
-    }
-    target_rules(target, nearest, emitted_body, body_span)
-}
-
-/// Rules of the stack itself that the language does not impose.
-fn target_rules(target: Target, plan: &Plan, body: Skeleton, span: Span) -> Result<(), Refusal> {
-    let name = target.name();
-    if plan.cluster.pp == 1 && body.chunks() > 1 {
-        return Err(Refusal {
-            span,
-            reason: format!("`{name}` runs virtual pipeline stages only with more than one pipeline rank"),
-            help: "use `1f1b`, or more pipeline ranks".into(),
-        });
-    }
-    Ok(())
-}
-
-/// Layers of the encoder parts before the first decoder part.
-pub fn leading_encoder_layers(plan: &Plan) -> u64 {
-    plan.model.parts.iter().take_while(|p| p.arch.is_encoder()).map(|p| p.arch.layers()).sum()
 }

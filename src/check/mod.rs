@@ -5,6 +5,7 @@
 mod cut;
 pub mod fields;
 mod plan;
+pub mod resolved;
 mod rules;
 mod schedule;
 pub mod schema;

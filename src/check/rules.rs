@@ -4,7 +4,7 @@
 
 use super::Ctx;
 use crate::algebra::skeleton::body_skeleton;
-use crate::algebra::{Cut, Layout, OwnerSpec};
+use crate::algebra::{Chunks, Cut, Layout, OwnerSpec, Region, Skeleton};
 use crate::ast;
 use crate::error::{ClusterError, Error, FieldError, ScheduleError, Warning};
 use crate::plan::{Batch, Cluster, Model, RegionSchedule, gcd, nearest_divisor};
@@ -63,51 +63,12 @@ impl Ctx<'_> {
             }
             let skeleton_span = schedule_stmt.skeletons[i].span;
             if let Some(cut) = cut {
-                self.stage_rules(
-                    &cut.regions[i],
-                    sched,
-                    p,
-                    cut_stmt.regions[i].span,
-                    self.split_spans[i].unwrap_or(skeleton_span),
-                );
+                let split_span = self.split_spans[i].unwrap_or(skeleton_span);
+                self.errors.extend(stage_rules(&cut.regions[i], sched, p, cut_stmt.regions[i].span, split_span));
             }
-            if let Err(e) = sched.skeleton.check_microbatches(p, m) {
-                let (message, help) = (e.message, e.help);
-                self.error(Error::Schedule(ScheduleError::MicrobatchesIncompatible {
-                    span: microbatch_span,
-                    skeleton: skeleton_span,
-                    message,
-                    help,
-                }));
-            }
+            self.errors.extend(microbatches(sched.skeleton, (p, m), microbatch_span, skeleton_span));
         }
-        if let Some((body, chunks)) = body_skeleton(&sharded_skeletons(schedule)) {
-            if chunks > 1
-                && matches!(
-                    schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.skeleton),
-                    Some(crate::algebra::Skeleton::OneFOneB)
-                )
-                && let Err(e) = body.check_microbatches(p, m)
-            {
-                let span = schedule_stmt.span;
-                self.error(Error::Schedule(ScheduleError::MicrobatchesIncompatible {
-                    span: microbatch_span,
-                    skeleton: span,
-                    message: e.message,
-                    help: e.help,
-                }));
-            }
-            let stages = p.saturating_mul(u64::from(chunks));
-            let halves = if body.splits_backward() { 3 } else { 2 };
-            let events = stages.saturating_mul(m).saturating_mul(halves).saturating_add(m.saturating_mul(2));
-            if events > super::MAX_EVENTS {
-                self.error(Error::Cluster(ClusterError::TooLarge {
-                    span: microbatch_span,
-                    events,
-                    limit: super::MAX_EVENTS,
-                }));
-            }
-        }
+        self.errors.extend(body_rules(schedule, (p, m), microbatch_span, schedule_stmt.span));
         if m < p && layouts.contains(&Layout::Sharded) {
             self.error(Error::Warning(Warning::FewMicrobatches { span: microbatch_span, microbatches: m, ranks: p }));
         }
@@ -123,21 +84,11 @@ impl Ctx<'_> {
                 self.error(Error::Schedule(ScheduleError::LookaheadPrefix { span, skeleton: sched.span }));
             }
             let region = &cut.regions[i];
-            let layers = region.layers.end - region.layers.start;
-            if let (crate::algebra::Chunks::Fixed(n), Some(span)) = (chunks, spans.chunks)
-                && u64::from(n) > layers
-            {
-                self.error(Error::Schedule(ScheduleError::ChunksOutOfRange { span, layers: Some(layers) }));
+            if let Some(span) = spans.chunks {
+                self.errors.extend(chunks_rule(chunks, region, span));
             }
-            let Some(model) = model else { continue };
-            let trainable = region.segments.iter().find(|(part, _)| !model.parts[*part].frozen);
-            if let (true, Some(span), Some((part, _))) = (lookahead, spans.lookahead, trainable) {
-                let part = &model.parts[*part];
-                self.error(Error::Schedule(ScheduleError::LookaheadTrainable {
-                    span,
-                    part: part.name.clone(),
-                    part_span: part.span,
-                }));
+            if let (Some(model), Some(span)) = (model, spans.lookahead) {
+                self.errors.extend(lookahead_trainable(lookahead, region, model, span));
             }
         }
     }
@@ -148,12 +99,7 @@ impl Ctx<'_> {
         let sharded_at = |i: usize| schedule.get(i).is_some_and(|s| s.skeleton.layout() == Layout::Sharded);
         for (i, s) in schedule.iter().enumerate() {
             if i > 0 && s.skeleton.layout() == Layout::Replicated && sharded_at(i - 1) && sharded_at(i + 1) {
-                self.error(Error::Schedule(ScheduleError::UnsupportedArrangement {
-                    span: cut.regions[i].span,
-                    message: "a replicated region between sharded regions".into(),
-                    label: "replicated, inside the pipeline".into(),
-                    help: "a replicated region comes first (an encoder at the source) or last (at the sink): move it to an end of the cut, or make it sharded".into(),
-                }));
+                self.error(replicated_inside(cut.regions[i].span));
             }
         }
         let sharded = sharded_skeletons(schedule);
@@ -164,12 +110,7 @@ impl Ctx<'_> {
                 .filter(|(s, _)| s.skeleton.layout() == Layout::Sharded)
                 .map(|(_, e)| e.span)
                 .collect();
-            self.error(Error::Schedule(ScheduleError::UnsupportedArrangement {
-                span: spans[1..].iter().copied().fold(spans[1], Span::to),
-                message: "sharded regions with different skeletons".into(),
-                label: format!("differs from `{}`", sharded[0]),
-                help: "sharded regions share the pipeline ranks and run as one pipeline: give them the same skeleton (zbv and dualpipev take a single sharded region)".into(),
-            }));
+            self.error(mixed_body(spans[1..].iter().copied().fold(spans[1], Span::to), sharded[0]));
         }
     }
 
@@ -262,46 +203,6 @@ impl Ctx<'_> {
         }
     }
 
-    /// A sharded region's stages: enough layers, and a pinned split that fits.
-    fn stage_rules(
-        &mut self,
-        region: &crate::algebra::Region,
-        sched: &RegionSchedule,
-        p: u64,
-        region_span: Span,
-        split_span: Span,
-    ) {
-        let chunks = u64::from(sched.skeleton.chunks());
-        let stages = p * chunks;
-        let layers = region.layers.end - region.layers.start;
-        if layers < stages {
-            self.error(Error::Schedule(ScheduleError::TooFewLayers {
-                span: region_span,
-                region: region.name.clone(),
-                layers,
-                stages,
-            }));
-        }
-        let Some(split) = &sched.split else { return };
-        let sum: u64 = split.iter().sum();
-        if split.len() as u64 != stages {
-            self.error(Error::Schedule(ScheduleError::BadSplit {
-                span: split_span,
-                message: format!("`split` has {} entries for {stages} stages", split.len()),
-                help: format!(
-                    "give one layer count per stage: {p} ranks × {} = {stages}",
-                    crate::error::count(chunks, "chunk")
-                ),
-            }));
-        } else if sum != layers {
-            self.error(Error::Schedule(ScheduleError::BadSplit {
-                span: split_span,
-                message: format!("`split` sums to {sum} layers, region `{}` has {layers}", region.name),
-                help: format!("make the entries add up to {layers}"),
-            }));
-        }
-    }
-
     fn explicit_owner(&mut self, ranks: &[u64], stmt: &ast::OwnerStmt, p: u64, m: u64) {
         if ranks.len() as u64 != m {
             self.error(Error::Schedule(ScheduleError::BadOwner {
@@ -313,19 +214,129 @@ impl Ctx<'_> {
         }
         let ast::ValueKind::List(items) = &stmt.spec.kind else { return };
         for (rank, item) in ranks.iter().zip(items) {
-            if *rank >= p {
-                self.error(Error::Schedule(ScheduleError::BadOwner {
-                    span: item.span,
-                    message: format!("rank {rank} does not exist"),
-                    label: format!("the pipeline has ranks 0..{p}"),
-                    help: format!("use a rank below {p}"),
-                }));
-            }
+            self.errors.extend(owner_rank(*rank, p, item.span));
         }
     }
 }
 
-fn sharded_skeletons(schedule: &[RegionSchedule]) -> Vec<crate::algebra::Skeleton> {
+/// A sharded region's stages: enough layers, and a pinned split that fits.
+pub(super) fn stage_rules(
+    region: &crate::algebra::Region,
+    sched: &RegionSchedule,
+    p: u64,
+    region_span: Span,
+    split_span: Span,
+) -> Vec<Error> {
+    let mut errors = Vec::new();
+    let chunks = u64::from(sched.skeleton.chunks());
+    let stages = p * chunks;
+    let layers = region.layers.end - region.layers.start;
+    if layers < stages {
+        errors.push(Error::Schedule(ScheduleError::TooFewLayers {
+            span: region_span,
+            region: region.name.clone(),
+            layers,
+            stages,
+        }));
+    }
+    let Some(split) = &sched.split else { return errors };
+    let sum: u64 = split.iter().sum();
+    if split.len() as u64 != stages {
+        errors.push(Error::Schedule(ScheduleError::BadSplit {
+            span: split_span,
+            message: format!("`split` has {} entries for {stages} stages", split.len()),
+            help: format!(
+                "give one layer count per stage: {p} ranks × {} = {stages}",
+                crate::error::count(chunks, "chunk")
+            ),
+        }));
+    } else if sum != layers {
+        errors.push(Error::Schedule(ScheduleError::BadSplit {
+            span: split_span,
+            message: format!("`split` sums to {sum} layers, region `{}` has {layers}", region.name),
+            help: format!("make the entries add up to {layers}"),
+        }));
+    }
+    errors
+}
+
+/// Derive runs a replicated region at an end of the pipeline only.
+pub(super) fn replicated_inside(span: Span) -> Error {
+    Error::Schedule(ScheduleError::UnsupportedArrangement {
+        span,
+        message: "a replicated region between sharded regions".into(),
+        label: "replicated, inside the pipeline".into(),
+        help: "a replicated region comes first (an encoder at the source) or last (at the sink): move it to an end of the cut, or make it sharded".into(),
+    })
+}
+
+/// Sharded regions run as one pipeline, so under one skeleton.
+pub(super) fn mixed_body(span: Span, first: Skeleton) -> Error {
+    Error::Schedule(ScheduleError::UnsupportedArrangement {
+        span,
+        message: "sharded regions with different skeletons".into(),
+        label: format!("differs from `{first}`"),
+        help: "sharded regions share the pipeline ranks and run as one pipeline: give them the same skeleton (zbv and dualpipev take a single sharded region)".into(),
+    })
+}
+
+/// `skeleton` runs `m` microbatches on `p` ranks.
+pub(super) fn microbatches(skeleton: Skeleton, (p, m): (u64, u64), span: Span, at: Span) -> Option<Error> {
+    let e = skeleton.check_microbatches(p, m).err()?;
+    Some(Error::Schedule(ScheduleError::MicrobatchesIncompatible {
+        span,
+        skeleton: at,
+        message: e.message,
+        help: e.help,
+    }))
+}
+
+/// The body the sharded regions run together: sharded `1f1b` regions run as one interleaved
+/// pipeline, which must take the microbatches too, and the step must stay within
+/// [`super::MAX_EVENTS`].
+pub(super) fn body_rules(schedule: &[RegionSchedule], (p, m): (u64, u64), span: Span, at: Span) -> Vec<Error> {
+    let mut errors = Vec::new();
+    let Some((body, chunks)) = body_skeleton(&sharded_skeletons(schedule)) else { return errors };
+    let first = schedule.iter().find(|s| s.skeleton.layout() == Layout::Sharded).map(|s| s.skeleton);
+    if chunks > 1 && first == Some(Skeleton::OneFOneB) {
+        errors.extend(microbatches(body, (p, m), span, at));
+    }
+    let stages = p.saturating_mul(u64::from(chunks));
+    let halves = if body.splits_backward() { 3 } else { 2 };
+    let events = stages.saturating_mul(m).saturating_mul(halves).saturating_add(m.saturating_mul(2));
+    if events > super::MAX_EVENTS {
+        errors.push(Error::Cluster(ClusterError::TooLarge { span, events, limit: super::MAX_EVENTS }));
+    }
+    errors
+}
+
+/// A fixed `chunks` of a transpose region is at most its layers.
+pub(super) fn chunks_rule(chunks: Chunks, region: &Region, span: Span) -> Option<Error> {
+    let layers = region.layers.end - region.layers.start;
+    let Chunks::Fixed(n) = chunks else { return None };
+    (u64::from(n) > layers).then_some(Error::Schedule(ScheduleError::ChunksOutOfRange { span, layers: Some(layers) }))
+}
+
+/// `lookahead` only where nothing in the region trains.
+pub(super) fn lookahead_trainable(lookahead: bool, region: &Region, model: &Model, span: Span) -> Option<Error> {
+    let (part, _) = region.segments.iter().find(|(part, _)| !model.parts[*part].frozen).filter(|_| lookahead)?;
+    let part = &model.parts[*part];
+    Some(Error::Schedule(ScheduleError::LookaheadTrainable { span, part: part.name.clone(), part_span: part.span }))
+}
+
+/// An owner's rank is one of the pipeline's.
+pub(super) fn owner_rank(rank: u64, p: u64, span: Span) -> Option<Error> {
+    (rank >= p).then(|| {
+        Error::Schedule(ScheduleError::BadOwner {
+            span,
+            message: format!("rank {rank} does not exist"),
+            label: format!("the pipeline has ranks 0..{p}"),
+            help: format!("use a rank below {p}"),
+        })
+    })
+}
+
+pub(super) fn sharded_skeletons(schedule: &[RegionSchedule]) -> Vec<crate::algebra::Skeleton> {
     schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect()
 }
 

@@ -367,6 +367,39 @@ fn command() -> clap::Command {
     command
 }
 
+/// `mpipec data stats`: the processor's options read, then the statistics.
+fn data_command(global: &Global, command: &DataCommand) -> u8 {
+    let DataCommand::Stats {
+        file,
+        processor,
+        seq_len,
+        images,
+        micro_batch_size,
+        bin,
+        seed,
+        min_pixels,
+        max_pixels,
+        out,
+    } = command;
+    use mpipe::data::processor::Processor;
+
+    let processor = match processor {
+        ProcessorArg::Qwen25Vl => Processor::Qwen25Vl { min_pixels: *min_pixels, max_pixels: *max_pixels },
+        ProcessorArg::Llava => Processor::LlavaOnevision,
+        ProcessorArg::Internvl => Processor::InternVl,
+    };
+    let options = data::Options {
+        processor,
+        seq_len: *seq_len,
+        images: images.as_deref(),
+        micro_batch_size: *micro_batch_size as usize,
+        bin: *bin,
+        seed: *seed,
+        out: out.as_deref(),
+    };
+    data::stats(global, file, &options)
+}
+
 pub fn main() -> ExitCode {
     let matches = command().get_matches();
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
@@ -379,38 +412,7 @@ pub fn main() -> ExitCode {
         Command::Explain { code, list } => explain::run(code.as_deref(), *list),
         Command::Std { what } => stdlib::run(*what),
         Command::Lsp => lsp::run(),
-        Command::Data {
-            command:
-                DataCommand::Stats {
-                    file,
-                    processor,
-                    seq_len,
-                    images,
-                    micro_batch_size,
-                    bin,
-                    seed,
-                    min_pixels,
-                    max_pixels,
-                    out,
-                },
-        } => {
-            use mpipe::data::processor::Processor;
-            let processor = match processor {
-                ProcessorArg::Qwen25Vl => Processor::Qwen25Vl { min_pixels: *min_pixels, max_pixels: *max_pixels },
-                ProcessorArg::Llava => Processor::LlavaOnevision,
-                ProcessorArg::Internvl => Processor::InternVl,
-            };
-            let options = data::Options {
-                processor,
-                seq_len: *seq_len,
-                images: images.as_deref(),
-                micro_batch_size: *micro_batch_size as usize,
-                bin: *bin,
-                seed: *seed,
-                out: out.as_deref(),
-            };
-            data::stats(&cli.global, file, &options)
-        }
+        Command::Data { command } => data_command(&cli.global, command),
         Command::Bench { print_plan: Some(pm), .. } => {
             print!("{}", mpipe::bench::plan_text(pm[0], pm[1]));
             0

@@ -193,6 +193,13 @@ pub fn run(global: &Global, options: &Options) -> u8 {
         Ok(plan) => plan,
         Err(status) => return status,
     };
+    if plan.cluster.tp > 1 {
+        let message = format!(
+            "the plan has tp = {}; `mpipec train` runs tp = 1 plans\nhelp: tensor parallelism runs through the stack's own launcher (`mpipec build --target megatron` or `--target mindformers`); here, `--set cluster.tp=1`",
+            plan.cluster.tp
+        );
+        return usage_error(global, &message, EXIT_INPUT);
+    }
     let ir = match mpipe::driver::build(&plan) {
         Ok(built) => built.derived.ir,
         Err(invalid) => return super::build::internal_error(&invalid),

@@ -2,8 +2,10 @@
 //! the cost model's compute and transfer times. The encoder's form, chunk count, owner map and
 //! image splits, a sink's owners, and last where the chosen encoder's chunks run (owner.rs's
 //! list scheduling: head delay, owners, backward ranks, slots) come back as a [`Resolved`]
-//! plan, which [`super::lower`] then lowers as it says.
+//! plan, which [`super::lower`] then lowers as it says. A target's nearest form is a choice too
+//! ([`nearest`]): the same search, made for the plan in that form.
 
+use super::nearest::TargetForm;
 use super::placement;
 use super::resolved::{Choices, Resolved};
 use super::{Lowering, lower_with};
@@ -14,10 +16,21 @@ use crate::plan::Plan;
 
 /// Every choice the plan leaves open, each candidate lowered and timed.
 pub fn choose<'p>(plan: &'p Plan, costs: &dyn Costs) -> Resolved<'p> {
+    Resolved { plan, choices: search(plan, costs) }
+}
+
+/// The plan as `form` (a target's nearest form of `resolved`, [`super::nearest::form`]) runs it: the
+/// written plan with that form and every choice open in it, made for it.
+pub fn nearest<'p>(resolved: &Resolved<'p>, form: TargetForm, costs: &dyn Costs) -> Resolved<'p> {
+    let plan = form.written_into(resolved.plan);
+    Resolved { plan: resolved.plan, choices: Choices { target: Some(form), ..search(&plan, costs) } }
+}
+
+fn search(plan: &Plan, costs: &dyn Costs) -> Choices {
     let replicated: Vec<usize> =
         (0..plan.schedule.len()).filter(|&i| plan.schedule[i].skeleton.layout() == Layout::Replicated).collect();
     if replicated.is_empty() {
-        return Resolved { plan, choices: Choices::default() };
+        return Choices::default();
     }
     let m = plan.batch.microbatches as u32;
     let p = plan.cluster.pp as u32;
@@ -25,7 +38,6 @@ pub fn choose<'p>(plan: &'p Plan, costs: &dyn Costs) -> Resolved<'p> {
     let has_encoder = replicated.first() == Some(&0);
     let has_sink = replicated.last().is_some_and(|&i| i > 0);
     let mut choice = Choices::default();
-    let written = plan;
     let mut plan = std::borrow::Cow::Borrowed(plan);
     if has_encoder {
         let probe = Choices { sink: has_sink.then(|| round_robin.clone()), ..Choices::default() };
@@ -45,7 +57,7 @@ pub fn choose<'p>(plan: &'p Plan, costs: &dyn Costs) -> Resolved<'p> {
     if has_encoder {
         choice.encoder_schedule = lower_with(&plan, costs, &choice).transpose.and_then(|t| t.schedule);
     }
-    Resolved { plan: written, choices: choice }
+    choice
 }
 
 /// The encoder's form that simulates fastest: the plan's own `transpose` with each chunk count

@@ -1,6 +1,6 @@
 //! The encoder folded into pipeline stage 0 with the LLM balanced around it: where Megatron-LM,
-//! MindFormers and MindSpeed-MM put a modality encoder. The `megatron-style` baseline and the
-//! backends' nearest native plan are both this placement, so they share one construction.
+//! MindFormers and MindSpeed-MM put a modality encoder. The `megatron-style` baseline and a
+//! target's nearest form (`nearest.rs`) are both this placement, so they share one construction.
 
 use std::ops::Range;
 
@@ -12,9 +12,15 @@ use crate::plan::{Plan, RegionSchedule};
 /// `plan` as one sharded region under `skeleton`: its first `glued` layers (the encoder) in
 /// body stage 0, every stage balanced by the plan's cost model.
 pub fn fold(plan: &Plan, skeleton: Skeleton, glued: u64) -> Plan {
+    single_region(plan, skeleton, fold_split(plan, skeleton, glued))
+}
+
+/// The layers per stage of [`fold`]: the first `glued` in stage 0, every stage balanced by the
+/// plan's cost model.
+pub fn fold_split(plan: &Plan, skeleton: Skeleton, glued: u64) -> Vec<u64> {
     let weights = layer_weights(&CostModel::new(plan), 0..plan.model.layers());
     let count = plan.cluster.pp as usize * skeleton.chunks() as usize;
-    single_region(plan, skeleton, split_with_head(&weights, glued as usize, count))
+    split_with_head(&weights, glued as usize, count)
 }
 
 /// `plan` as Megatron-Core lays it out with no layout flag: the first `glued` layers (the

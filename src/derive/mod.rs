@@ -8,6 +8,7 @@
 pub mod choose;
 pub mod critical;
 pub mod folded;
+pub mod nearest;
 pub mod order;
 pub mod owner;
 pub mod placement;
@@ -50,16 +51,15 @@ pub struct EncoderEstimates {
     pub bounds: transpose::Bounds,
 }
 
-/// Chooses what the plan leaves open, then lowers the plan with those choices.
-pub fn derive(plan: &Plan, costs: &dyn Costs) -> Derived {
-    lower(&choose::choose(plan, costs), costs)
-}
-
 /// The per-rank lists of a resolved plan: a function of the plan and its choices alone.
 pub fn lower(resolved: &Resolved, costs: &dyn Costs) -> Derived {
     let plan = resolved.effective();
     let lowering = lower_with(&plan, costs, &resolved.choices);
-    let critical_path = critical::data_path(&lowering.graph, &lowering.placement, &plan, costs);
+    derived(lowering, &plan, costs)
+}
+
+fn derived(lowering: Lowering, plan: &Plan, costs: &dyn Costs) -> Derived {
+    let critical_path = critical::data_path(&lowering.graph, &lowering.placement, plan, costs);
     let encoder = lowering.transpose.map(|t| EncoderEstimates { slack: t.slack, work: t.work, bounds: t.bounds });
     Derived { ir: lowering.ir, estimates: Estimates { critical_path, encoder } }
 }
@@ -74,19 +74,51 @@ pub(crate) struct Lowering {
 }
 
 pub(crate) fn lower_with(plan: &Plan, costs: &dyn Costs, choice: &Choices) -> Lowering {
-    let placement = placement::place_chunked(plan, costs, choice.chunks.max(1));
-    let mut g =
+    lower_placed(placed(plan, costs, choice.chunks), plan, costs, (choice, owner::Effort::Full))
+}
+
+/// The stages placed and the body's events in each rank's canonical order: what does not
+/// depend on image sizes, kept by `adaptive` across batches.
+#[derive(Clone)]
+pub struct Placed {
+    placement: Placement,
+    graph: OrderGraph,
+}
+
+/// The stages of `plan` placed with `chunks` encoder chunks, and its body ordered.
+pub fn placed(plan: &Plan, costs: &dyn Costs, chunks: u32) -> Placed {
+    let placement = placement::place_chunked(plan, costs, chunks.max(1));
+    let mut graph =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
-    body(&mut g, &placement);
+    body(&mut graph, &placement);
+    Placed { placement, graph }
+}
+
+/// The per-rank lists of one batch of a resolved plan, on the stages and body order of its
+/// static plan (`placed`, the same chunk count), the encoder's owners and slots found again
+/// with `effort` for the batch's costs (those the resolved plan holds are ignored).
+pub fn lower_batch(placed: Placed, resolved: &Resolved, costs: &dyn Costs, effort: owner::Effort) -> Derived {
+    let plan = resolved.effective();
+    let choice = Choices { encoder_schedule: None, ..resolved.choices.clone() };
+    let lowering = lower_placed(placed, &plan, costs, (&choice, effort));
+    derived(lowering, &plan, costs)
+}
+
+fn lower_placed(
+    placed: Placed,
+    plan: &Plan,
+    costs: &dyn Costs,
+    (choice, effort): (&Choices, owner::Effort),
+) -> Lowering {
+    let Placed { placement, graph: mut g } = placed;
     let transposed = placement.encoder.map(|enc| {
-        transpose::add(
-            &mut g,
-            plan,
-            &placement,
-            &enc,
-            costs,
-            (choice.encoder_owner.as_ref(), &choice.parts, choice.encoder_schedule.as_ref()),
-        )
+        let placing = transpose::Placing {
+            owner: choice.encoder_owner.as_ref(),
+            parts: &choice.parts,
+            chosen: choice.encoder_schedule.as_ref(),
+            effort,
+        };
+        transpose::add(&mut g, plan, &placement, &enc, costs, &placing)
     });
     let m = placement.body.shape.microbatches;
     let sink_owners = placement.sink.map(|sink| {

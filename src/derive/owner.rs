@@ -70,9 +70,25 @@ pub struct Schedule {
 
 const EPS: f64 = 1e-12;
 
+/// How hard the search for owners and slots tries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effort {
+    /// derive's: the least delay to within a millionth of itself, then one job moved at a time
+    /// while that ends the step earlier.
+    Full,
+    /// One batch's plan, placed at every step: the greedy owners with the least delay to
+    /// within a ten-thousandth of itself.
+    Quick,
+}
+
 /// The schedule that ends the step earliest: the greedy owners with the smallest delay that
 /// meets every deadline, then improved one job at a time (the plan's own owners stay fixed).
 pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Schedule {
+    search(spec, windows, jobs, Effort::Full)
+}
+
+/// [`schedule`] with the given effort.
+pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: Effort) -> Schedule {
     let ranks = windows.len() as u32;
     // A fixed map gives a microbatch's owner; its further parts go to the ranks after it.
     let fixed: Option<Vec<u32>> = match spec {
@@ -81,18 +97,28 @@ pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Sche
         OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive => None,
     };
     let mut unbounded = usize::MAX;
-    let greedy = least_delay(windows, jobs, fixed.as_deref(), &mut unbounded);
+    let tolerance = match effort {
+        Effort::Full => 1e-6,
+        Effort::Quick => 1e-4,
+    };
+    let greedy = least_delay(windows, jobs, fixed.as_deref(), (tolerance, &mut unbounded));
     // Moving a job can only shorten the step where encoder work runs past the body's end.
     let body_end = windows.iter().filter_map(|w| w.last()?.from).fold(0.0, f64::max) + greedy.delay;
     match fixed {
-        None if greedy.end > body_end + EPS => improve(windows, jobs, greedy),
+        None if effort == Effort::Full && greedy.end > body_end + EPS => improve(windows, jobs, greedy),
         _ => greedy,
     }
 }
 
-/// The smallest delay that meets every deadline, bisected: a longer delay only widens the
-/// first windows and moves the deadlines later. Each placement tried costs one of `budget`.
-fn least_delay(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, budget: &mut usize) -> Schedule {
+/// The smallest delay that meets every deadline, bisected to within `tolerance` of itself: a
+/// longer delay only widens the first windows and moves the deadlines later.
+/// Each placement tried costs one of `budget`.
+fn least_delay(
+    windows: &[Vec<Window>],
+    jobs: &[Job],
+    fixed: Option<&[u32]>,
+    (tolerance, budget): (f64, &mut usize),
+) -> Schedule {
     let mut attempt = |delay: f64| {
         *budget = budget.saturating_sub(1);
         place_all(windows, jobs, fixed, delay)
@@ -104,7 +130,7 @@ fn least_delay(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, bud
     let (mut lo, mut hi) = (0.0, jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>());
     let mut best = attempt(hi).expect("with the whole encoder work as delay every job fits in front");
     for _ in 0..40 {
-        if hi - lo <= 1e-6 * hi.max(EPS) {
+        if hi - lo <= tolerance * hi.max(EPS) {
             break;
         }
         let mid = (lo + hi) / 2.0;
@@ -140,7 +166,7 @@ fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedul
                 }
                 let mut owners = best.owners.clone();
                 owners[mb] = r;
-                let candidate = least_delay(windows, jobs, Some(&owners), &mut budget);
+                let candidate = least_delay(windows, jobs, Some(&owners), (1e-6, &mut budget));
                 if candidate.end < best.end * (1.0 - 1e-9) {
                     best = candidate;
                     improved = true;
@@ -216,16 +242,20 @@ fn best_fit(
     let mut best: Option<((f64, f64), u32, Fitted, Fitted)> = None;
     for r in candidates {
         let lane = &lanes[r as usize];
-        let (ahead, done) = lane.fit(forward, 0.0, &[]);
-        if !forward.is_empty() && job.deadline.is_some_and(|d| done > d + delay + EPS) {
-            continue;
-        }
-        let (behind, finish) = if backward.is_empty() {
-            (Vec::new(), done)
+        // The chunks end one after another, so a rank is given up at the first that ends past
+        // the deadline, or, of the job's last chunks, no earlier than the best rank's finish:
+        // it could not be better.
+        let best_finish = best.as_ref().map_or(f64::INFINITY, |b| b.0.1);
+        let deadline = job.deadline.filter(|_| !forward.is_empty()).map_or(f64::INFINITY, |d| d + delay + EPS);
+        let last = if backward.is_empty() { best_finish } else { f64::INFINITY };
+        let Some((ahead, done)) = lane.fit(forward, 0.0, &[], |t| t > deadline || t >= last) else { continue };
+        let fitted = if backward.is_empty() {
+            Some((Vec::new(), done))
         } else {
             let ends: Fitted = ahead.iter().zip(forward).map(|((w, s), c)| (*w, s + c)).collect();
-            lane.fit(backward, job.release + delay, &ends)
+            lane.fit(backward, job.release + delay, &ends, |t| t >= best_finish)
         };
+        let Some((behind, finish)) = fitted else { continue };
         // The step ends with the last rank: first keep that end low, then the job's.
         let score = (step_end.max(finish), finish);
         let better = |b: &(f64, f64)| score.0 < b.0 - EPS || (score.0 <= b.0 + EPS && score.1 < b.1 - EPS);
@@ -241,6 +271,9 @@ struct Lane<'a> {
     windows: &'a [Window],
     to: Vec<f64>,
     used: Vec<f64>,
+    /// Each window's room left, `to - used`: a chunk skips the windows too full for it in log
+    /// time, where a scan past them made placing quadratic in microbatches.
+    room: Room,
     /// When the rank is done: its last body event, or the encoder work after it.
     end: f64,
 }
@@ -250,15 +283,22 @@ impl<'a> Lane<'a> {
         let from: Vec<f64> = windows.iter().map(|w| w.from.map_or(0.0, |f| f + delay)).collect();
         let to = windows.iter().map(|w| w.to + delay).collect();
         let end = from.last().copied().unwrap_or(0.0);
-        Lane { windows, used: from, to, end }
+        let room = Room::new(from.iter().zip(&to).map(|(f, t)| t - f).collect());
+        Lane { windows, used: from, to, room, end }
     }
 
     /// Where `chunks` would run one after another from `earliest` on: (window, start) of each,
     /// and when the last ends. `pending` are (window, end) of chunks fitted but not yet taken,
     /// in the order they run (so by window). The chunks fitted here run one after another, so
     /// the last one's end is past all the others: only `pending` and the lane's fill can hold
-    /// a chunk back further.
-    fn fit(&self, chunks: &[f64], earliest: f64, pending: &[(usize, f64)]) -> (Vec<(usize, f64)>, f64) {
+    /// a chunk back further. `None` once a chunk ends at a time `gives_up` rejects.
+    fn fit(
+        &self,
+        chunks: &[f64],
+        earliest: f64,
+        pending: &[(usize, f64)],
+        gives_up: impl Fn(f64) -> bool,
+    ) -> Option<(Fitted, f64)> {
         let mut at = Vec::with_capacity(chunks.len());
         let mut t = earliest;
         let mut w = self.to.partition_point(|&to| to <= t + EPS);
@@ -273,23 +313,91 @@ impl<'a> Lane<'a> {
                 if start + c <= self.to[w] + EPS || w + 1 == self.to.len() {
                     at.push((w, start));
                     t = start + c;
+                    if gives_up(t) {
+                        return None;
+                    }
                     break;
                 }
-                w += 1;
+                // Past the window `t` falls in a chunk starts no earlier than a window's fill,
+                // so one without room for it cannot hold it; the last window always does.
+                w = self.room.first_with(w + 1, c - ROOM_TOLERANCE).unwrap_or(self.to.len() - 1);
             }
         }
-        (at, t)
+        Some((at, t))
     }
 
     fn take(&mut self, chunks: &[f64], at: &[(usize, f64)]) {
         for (&c, &(w, start)) in chunks.iter().zip(at) {
             self.used[w] = self.used[w].max(start + c);
+            self.room.set(w, self.to[w] - self.used[w]);
             self.end = self.end.max(start + c);
         }
     }
 
     fn slot(&self, w: usize, start: f64) -> Slot {
         Slot { before: self.windows[w].before, start }
+    }
+}
+
+/// How far below a chunk's length a window's room may be and still be tried: the room is a
+/// difference of times, rounded, and the fit itself is decided on the times with [`EPS`].
+const ROOM_TOLERANCE: f64 = 1e-9;
+
+/// A max tree over values by index: the first index at or after a given one whose value
+/// reaches a bound, in log time.
+struct Room {
+    /// Leaves from `leaves` on, each inner node the larger of its two children.
+    tree: Vec<f64>,
+    leaves: usize,
+}
+
+impl Room {
+    fn new(values: Vec<f64>) -> Room {
+        let leaves = values.len().next_power_of_two();
+        let mut tree = vec![f64::NEG_INFINITY; 2 * leaves];
+        tree[leaves..leaves + values.len()].copy_from_slice(&values);
+        for i in (1..leaves).rev() {
+            tree[i] = tree[2 * i].max(tree[2 * i + 1]);
+        }
+        Room { tree, leaves }
+    }
+
+    fn set(&mut self, index: usize, value: f64) {
+        let mut i = self.leaves + index;
+        self.tree[i] = value;
+        while i > 1 {
+            i /= 2;
+            self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+        }
+    }
+
+    /// The first index at or after `from` whose value is at least `bound`.
+    fn first_with(&self, from: usize, bound: f64) -> Option<usize> {
+        if from >= self.leaves {
+            return None;
+        }
+        // Climb from the leaf while no node to the right of the path can hold it, then descend.
+        let mut i = self.leaves + from;
+        if self.tree[i] >= bound {
+            return Some(from);
+        }
+        loop {
+            // Move to the next subtree to the right: up while `i` is a right child.
+            while i % 2 == 1 {
+                i /= 2;
+                if i == 0 {
+                    return None;
+                }
+            }
+            i += 1;
+            if self.tree[i] >= bound {
+                break;
+            }
+        }
+        while i < self.leaves {
+            i = if self.tree[2 * i] >= bound { 2 * i } else { 2 * i + 1 };
+        }
+        Some(i - self.leaves)
     }
 }
 
@@ -316,6 +424,24 @@ mod tests {
     /// One forward unit due at 1, two backward units released at `release`.
     fn trained(release: f64, moves: bool) -> Job {
         Job { backward: vec![2.0], release, moves, ..frozen(&[1.0], 1.0) }
+    }
+
+    #[test]
+    fn room_finds_what_a_scan_finds() {
+        let values: Vec<f64> = (0..37u32).map(|i| f64::from((i * 7919) % 23)).collect();
+        let mut room = Room::new(values.clone());
+        let mut values = values;
+        for step in 0..60usize {
+            let (i, v) = ((step * 13) % values.len(), f64::from((step as u32 * 31) % 29));
+            values[i] = v;
+            room.set(i, v);
+            for from in 0..=values.len() {
+                for bound in [0.0, 5.0, 17.5, 22.0, 28.0, 40.0] {
+                    let scan = (from..values.len()).find(|&k| values[k] >= bound);
+                    assert_eq!(room.first_with(from, bound), scan, "from {from}, bound {bound}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,8 +6,11 @@
 
 use std::borrow::Cow;
 
+use super::nearest::TargetForm;
 use super::owner::Schedule;
-use crate::algebra::{Layout, OwnerSpec, Skeleton, skeleton::body_skeleton};
+use crate::algebra::{Chunks, Layout, OwnerSpec, Skeleton, skeleton::body_skeleton};
+use crate::check::resolved::Owners;
+use crate::error::Error;
 use crate::plan::Plan;
 
 /// A plan as written, and what derive chose for it.
@@ -36,41 +39,71 @@ pub struct Choices {
     /// for its first features (the head delay), each part's owner and the rank its backward
     /// runs on, and each chunk's slot in its rank's list.
     pub encoder_schedule: Option<Schedule>,
+    /// The form a target runs in place of the plan as written (`nearest`): its body, where it
+    /// puts the encoder and what that changes. The other choices are then made for that form.
+    pub target: Option<TargetForm>,
 }
 
 impl Resolved<'_> {
-    /// The plan with the chosen encoder form written in: what lowering places.
+    /// The plan with the target's form and the chosen encoder form written in: what lowering
+    /// places.
     pub fn effective(&self) -> Cow<'_, Plan> {
+        let plan = match &self.choices.target {
+            Some(form) => Cow::Owned(form.written_into(self.plan)),
+            None => Cow::Borrowed(self.plan),
+        };
         match self.choices.encoder {
             Some(form) => {
-                let mut plan = self.plan.clone();
+                let mut plan = plan.into_owned();
                 plan.schedule[0].skeleton = form;
                 Cow::Owned(plan)
             }
-            None => Cow::Borrowed(self.plan),
+            None => plan,
         }
     }
 
-    /// The skeleton region `i` runs: the chosen form for the encoder, else the plan's own.
-    pub fn skeleton(&self, i: usize) -> Skeleton {
-        match self.choices.encoder {
-            Some(form) if i == 0 => form,
-            _ => self.plan.schedule[i].skeleton,
+    /// What the checker's rules find wrong with the resolved plan: the plan as written with
+    /// every choice written in as plan values (the target's form, the encoder's form with its
+    /// chunk count fixed), with the owner maps and image parts the choices add. Each is a
+    /// mistake of the search, not of the plan.
+    pub fn problems(&self) -> Vec<Error> {
+        let mut plan = self.effective().into_owned();
+        let c = &self.choices;
+        if let Some(Skeleton::Transpose { fill, lookahead, .. }) = c.encoder {
+            plan.schedule[0].skeleton = Skeleton::Transpose { fill, lookahead, chunks: Chunks::Fixed(c.chunks) };
         }
+        let jobs =
+            if c.parts.is_empty() { plan.batch.microbatches } else { c.parts.iter().map(|&k| u64::from(k)).sum() };
+        let mut owners = Vec::new();
+        if let Some(s) = &c.encoder_schedule {
+            owners.push(Owners { region: 0, ranks: &s.owners, entries: jobs });
+            if !s.backward_owners.is_empty() {
+                owners.push(Owners { region: 0, ranks: &s.backward_owners, entries: jobs });
+            }
+        }
+        if let (Some(ranks), Some(region)) = (&c.sink, self.sink()) {
+            owners.push(Owners { region, ranks, entries: plan.batch.microbatches });
+        }
+        crate::check::resolved::resolved(&plan, &owners, &c.parts)
     }
 
     /// The one skeleton the sharded regions run together as a pipeline, and its stages per
-    /// rank.
+    /// rank: the target's, in its form.
     pub fn body(&self) -> (Skeleton, u32) {
+        if let Some(form) = &self.choices.target {
+            return form.body;
+        }
         let sharded: Vec<Skeleton> =
             self.plan.schedule.iter().map(|s| s.skeleton).filter(|s| s.layout() == Layout::Sharded).collect();
         body_skeleton(&sharded).expect("the checker admits only plans with one body skeleton (E0317)")
     }
 
-    /// The replicated region after the body, if any.
+    /// The replicated region after the body, if any (a target's form has none: the targets
+    /// that need a form refuse a sink).
     pub fn sink(&self) -> Option<usize> {
         let last = self.plan.schedule.len() - 1;
-        (last > 0 && self.plan.schedule[last].skeleton.layout() == Layout::Replicated).then_some(last)
+        let replicated = self.plan.schedule[last].skeleton.layout() == Layout::Replicated;
+        (last > 0 && replicated && self.choices.target.is_none()).then_some(last)
     }
 
     /// The choices as plan.txt's header lists them, one line each; none for a plan with

@@ -61,25 +61,24 @@ pub fn add(
     placement: &Placement,
     enc: &Encoder,
     costs: &dyn Costs,
-    choice: (Option<&OwnerSpec>, &[u32], Option<&owner::Schedule>),
+    placing: &Placing,
 ) -> Transposed {
-    let (owner, parts, chosen) = choice;
     let ranks = placement.body.shape.ranks;
     let m = placement.body.shape.microbatches;
     let first = placement.body.first;
     let (start, end) = body_times(g, placement, costs);
     let slack: Vec<f64> = g.chains.iter().map(|c| warmup_slack(c, &g.graph, &start, &end)).collect();
-    let spec = owner.or(plan.owner.as_ref()).cloned().unwrap_or(OwnerSpec::ByMicrobatch);
+    let spec = placing.owner.or(plan.owner.as_ref()).cloned().unwrap_or(OwnerSpec::ByMicrobatch);
     let images = plan.batch.images as u32;
     let bounds = bounds(g, placement, enc, costs, (&start, &end), images.min(ranks));
     let pieces: Vec<Piece> = (0..m)
         .flat_map(|mb| {
-            let k = parts.get(mb as usize).copied().unwrap_or(1).clamp(1, images.min(ranks));
+            let k = placing.parts.get(mb as usize).copied().unwrap_or(1).clamp(1, images.min(ranks));
             image_ranges(images, k).into_iter().map(move |range| Piece { mb, images: range, owner: 0 })
         })
         .collect();
     let (owners, pieces, schedule) = match enc.fill {
-        Fill::Slack => fill_idle_time(g, placement, enc, costs, (&spec, chosen), (&start, &end), pieces, images),
+        Fill::Slack => fill_idle_time(g, placement, enc, costs, (&spec, placing), (&start, &end), (pieces, images)),
         Fill::Prefix => {
             let owners = prefix(g, placement, enc, &spec);
             let pieces = (0..m).map(|mb| Piece { mb, images: None, owner: owners[mb as usize] }).collect();
@@ -196,32 +195,70 @@ fn bounds(
     }
 }
 
+/// How the encoder's chunks find their places: as the resolved plan holds them, or searched
+/// here (a candidate of derive's search, or one batch's plan) with the given effort.
+#[derive(Clone, Copy)]
+pub struct Placing<'a> {
+    /// An owner map in place of the plan's.
+    pub owner: Option<&'a OwnerSpec>,
+    /// Per microbatch: the parts its images are split into.
+    pub parts: &'a [u32],
+    pub chosen: Option<&'a owner::Schedule>,
+    pub effort: owner::Effort,
+}
+
 /// Mpipe's placement: each piece's chunks on one owner, inside the body's idle windows
-/// (owner::schedule), the forwards chained to each other and to the first body stage, a
+/// (owner::search), the forwards chained to each other and to the first body stage, a
 /// trainable encoder's backwards from the feature gradient down to the first chunk. With
 /// lookahead the forwards serve the next step, and this step's features, encoded the step
 /// before, leave their owner at the start of the step. A microbatch split into parts has one
-/// piece a part, each on its own rank; the first body stage gathers them. `chosen` is the
-/// schedule the resolved plan holds; without one (a candidate of the search) it is found here.
-#[allow(clippy::too_many_arguments)]
+/// piece a part, each on its own rank; the first body stage gathers them. The schedule is the
+/// one the resolved plan holds, or without one (a candidate of the search, a batch's plan)
+/// found here.
 fn fill_idle_time(
     g: &mut OrderGraph,
     placement: &Placement,
     enc: &Encoder,
     costs: &dyn Costs,
-    (spec, chosen): (&OwnerSpec, Option<&owner::Schedule>),
-    (start, end): (&[f64], &[f64]),
-    mut pieces: Vec<Piece>,
-    images: u32,
+    (spec, placing): (&OwnerSpec, &Placing),
+    times: (&[f64], &[f64]),
+    (mut pieces, images): (Vec<Piece>, u32),
 ) -> (Vec<u32>, Vec<Piece>, Option<owner::Schedule>) {
+    let windows: Vec<Vec<Window>> = g.chains.iter().map(|c| idle_windows(c, times.0, times.1)).collect();
+    let schedule = match placing.chosen {
+        Some(chosen) => chosen.clone(),
+        None => {
+            owner::search(spec, &windows, &jobs(g, placement, enc, costs, times, (&pieces, images)), placing.effort)
+        }
+    };
+    for (piece, owner) in pieces.iter_mut().zip(&schedule.owners) {
+        piece.owner = *owner;
+    }
+    place_pieces(g, placement, enc, &schedule, &pieces);
+    let mut owners = vec![0; placement.body.shape.microbatches as usize];
+    for p in pieces.iter().rev() {
+        owners[p.mb as usize] = p.owner;
+    }
+    (owners, pieces, Some(schedule))
+}
+
+/// Each piece's encoder work as owner.rs schedules it: its chunks' times, when the first body
+/// stage needs its features and when their gradient comes back, in body time.
+fn jobs(
+    g: &OrderGraph,
+    placement: &Placement,
+    enc: &Encoder,
+    costs: &dyn Costs,
+    (start, end): (&[f64], &[f64]),
+    (pieces, images): (&[Piece], u32),
+) -> Vec<Job> {
     let first = placement.body.first;
-    let windows: Vec<Vec<Window>> = g.chains.iter().map(|c| idle_windows(c, start, end)).collect();
     let layers = |s: u32| placement.stages[s as usize].layers.clone();
     // A fully recomputed chunk's backward needs only the chunk's input, which may travel to
     // another rank where sending it costs no compute time.
     let moves = enc.trainable && enc.recomputes && !costs.send_occupies();
     let mut part = 0;
-    let jobs: Vec<Job> = pieces
+    pieces
         .iter()
         .enumerate()
         .map(|(k, p)| {
@@ -240,14 +277,23 @@ fn fill_idle_time(
                 moves,
             }
         })
-        .collect();
-    let schedule = chosen.cloned().unwrap_or_else(|| owner::schedule(spec, &windows, &jobs));
+        .collect()
+}
+
+/// Each piece's chunk events in the slots `schedule` gives them, with their data edges.
+fn place_pieces(
+    g: &mut OrderGraph,
+    placement: &Placement,
+    enc: &Encoder,
+    schedule: &owner::Schedule,
+    pieces: &[Piece],
+) {
+    let first = placement.body.first;
     let head = placement.rank_of_body(0);
     // Chunk nodes to insert per rank: (chain position, start, node).
     let mut inserts: Vec<Vec<(usize, f64, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
-    for (k, piece) in pieces.iter_mut().enumerate() {
-        let (mb, owner) = (piece.mb, schedule.owners[k]);
-        piece.owner = owner;
+    for (k, piece) in pieces.iter().enumerate() {
+        let (mb, owner) = (piece.mb, piece.owner);
         let consumer = g.index_of(Op::Forward, first, mb);
         let mut forwards = Vec::new();
         for (s, slot) in enc.stages().zip(&schedule.forward[k]) {
@@ -295,15 +341,8 @@ fn fill_idle_time(
     }
     for (r, mut list) in inserts.into_iter().enumerate() {
         list.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        for (offset, (at, _, node)) in list.into_iter().enumerate() {
-            g.chains[r].insert(at + offset, node);
-        }
+        g.chains[r] = spliced(&g.chains[r], list.into_iter().map(|(at, _, node)| (at, node)));
     }
-    let mut owners = vec![0; placement.body.shape.microbatches as usize];
-    for p in pieces.iter().rev() {
-        owners[p.mb as usize] = p.owner;
-    }
-    (owners, pieces, Some(schedule))
 }
 
 /// HyperParallel's prefix block: each rank encodes its microbatches whole, before its pipeline,
@@ -457,14 +496,17 @@ pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Sink, owners: 
     arrivals.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     // Insert in arrival order; positions refer to the chains before any insertion.
     let mut inserts: Vec<Vec<(usize, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
+    let positions: Vec<rustc_hash::FxHashMap<NodeIndex, usize>> =
+        g.chains.iter().map(|c| c.iter().enumerate().map(|(i, n)| (*n, i)).collect()).collect();
     for (arrival, mb) in arrivals {
         let owner = owners[mb as usize];
         let producer = g.index_of(Op::Forward, last, mb);
         let forward = g.node(Instr::compute(Op::Forward, sink.stage, mb), Some(owner));
         g.data(producer, forward, Dir::Act);
+        // A chain's events start in order in the body-only schedule.
         let chain = &g.chains[owner as usize];
-        let mut at = chain.iter().position(|n| start[n.index()] >= arrival).unwrap_or(chain.len());
-        if let Some(pos) = chain.iter().position(|n| *n == producer) {
+        let mut at = chain.partition_point(|n| start[n.index()] < arrival);
+        if let Some(&pos) = positions[owner as usize].get(&producer) {
             at = at.max(pos + 1);
         }
         inserts[owner as usize].push((at, forward));
@@ -479,11 +521,23 @@ pub fn add_sink(g: &mut OrderGraph, placement: &Placement, sink: &Sink, owners: 
             inserts[owner as usize].push((at, grad));
         }
     }
-    for (r, list) in inserts.into_iter().enumerate() {
-        let mut list = list;
+    for (r, mut list) in inserts.into_iter().enumerate() {
         list.sort_by_key(|(at, _)| *at);
-        for (offset, (at, node)) in list.into_iter().enumerate() {
-            g.chains[r].insert(at + offset, node);
-        }
+        g.chains[r] = spliced(&g.chains[r], list);
     }
+}
+
+/// `chain` with each `(at, node)` of `inserts` (ordered by `at`) before the event at position
+/// `at` of `chain` (its length: at the end), those of one position in their order: built in one
+/// pass, where inserting one at a time made lowering quadratic in microbatches.
+fn spliced(chain: &[NodeIndex], inserts: impl IntoIterator<Item = (usize, NodeIndex)>) -> Vec<NodeIndex> {
+    let mut out = Vec::with_capacity(chain.len());
+    let mut next = 0;
+    for (at, node) in inserts {
+        out.extend_from_slice(&chain[next..at]);
+        next = at;
+        out.push(node);
+    }
+    out.extend_from_slice(&chain[next..]);
+    out
 }

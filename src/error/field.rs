@@ -126,49 +126,14 @@ impl FieldError {
                 .primary(*span, "set again here")
                 .secondary(*first, "first set here")
                 .help("keep one of them"),
-            UnitMismatch { span, expected, found } => {
-                let (message, label, help) = match (expected, found) {
-                    (Some(e), None) => (
-                        format!("missing unit: expected {e}"),
-                        "a bare number".to_string(),
-                        format!("add a unit such as {}", e.examples()),
-                    ),
-                    (Some(e), Some(f)) => (
-                        format!("unit mismatch: expected {e}, found {f}"),
-                        format!("this is {f}"),
-                        format!("use a unit such as {}", e.examples()),
-                    ),
-                    // A suffix that is no unit at all is `CountSuffix`; here the unit is known.
-                    (None, f) => (
-                        format!(
-                            "unexpected unit: expected a plain number{}",
-                            f.map(|f| format!(", found {f}")).unwrap_or_default()
-                        ),
-                        "a count takes no unit".to_string(),
-                        "remove the unit".to_string(),
-                    ),
-                };
-                d(Code::E0205, message).primary(*span, label).help(help)
-            }
+            UnitMismatch { span, expected, found } => unit_mismatch(*span, *expected, *found),
             UnknownUnit { span, unit, suggestion } => suggest(
                 d(Code::E0206, format!("unknown unit `{unit}`")).primary(*span, "not a unit mpipec knows"),
                 *span,
                 suggestion,
                 || "units: B, KB, MB, GB, TB, KiB…TiB, GB/s, Gbit/s, ns, us, ms, s, TFLOP/s, FLOP".into(),
             ),
-            CountSuffix { span, written, readings } => {
-                let help = match readings {
-                    Some((decimal, binary)) if decimal != binary => format!(
-                        "write the number in full, `{binary}` or `{decimal}`; `_` may group digits, as in `{}`",
-                        grouped(*binary)
-                    ),
-                    Some((n, _)) => format!("write the number in full: `{n}`"),
-                    None => "a count is a plain number: remove the suffix".to_string(),
-                };
-                d(Code::E0205, format!("`{written}` is not a number mpipec reads"))
-                    .primary(*span, "a count takes no suffix")
-                    .help(help)
-            }
+            CountSuffix { span, written, readings } => count_suffix(*span, written, *readings),
             NotWhole { span, written, near: (below, above) } => {
                 d(Code::E0201, format!("`{written}` is not a whole number"))
                     .primary(*span, "a count has no fraction")
@@ -203,4 +168,45 @@ impl FieldError {
             ),
         }
     }
+}
+
+/// A quantity with the wrong unit, or a unit where none belongs, or none where one does.
+fn unit_mismatch(span: Span, expected: Option<Dimension>, found: Option<Dimension>) -> Diagnostic {
+    let (message, label, help) = match (expected, found) {
+        (Some(e), None) => (
+            format!("missing unit: expected {e}"),
+            "a bare number".to_string(),
+            format!("add a unit such as {}", e.examples()),
+        ),
+        (Some(e), Some(f)) => (
+            format!("unit mismatch: expected {e}, found {f}"),
+            format!("this is {f}"),
+            format!("use a unit such as {}", e.examples()),
+        ),
+        // A suffix that is no unit at all is `CountSuffix`; here the unit is known.
+        (None, f) => (
+            format!(
+                "unexpected unit: expected a plain number{}",
+                f.map(|f| format!(", found {f}")).unwrap_or_default()
+            ),
+            "a count takes no unit".to_string(),
+            "remove the unit".to_string(),
+        ),
+    };
+    d(Code::E0205, message).primary(span, label).help(help)
+}
+
+/// A count written with a suffix (`8k`): its readings in full, when it has them.
+fn count_suffix(span: Span, written: &str, readings: Option<(u64, u64)>) -> Diagnostic {
+    let help = match readings {
+        Some((decimal, binary)) if decimal != binary => format!(
+            "write the number in full, `{binary}` or `{decimal}`; `_` may group digits, as in `{}`",
+            grouped(binary)
+        ),
+        Some((n, _)) => format!("write the number in full: `{n}`"),
+        None => "a count is a plain number: remove the suffix".to_string(),
+    };
+    d(Code::E0205, format!("`{written}` is not a number mpipec reads"))
+        .primary(span, "a count takes no suffix")
+        .help(help)
 }

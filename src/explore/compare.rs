@@ -174,7 +174,7 @@ fn hyperparallel(plan: &Plan) -> Baseline {
 /// The body HyperParallel's `ScheduleMPipeTranspose` runs by default: its interleaved generator
 /// (warmup 2(P-1-i) on rank i with one chunk), as many chunks as the stack has for the plan's.
 fn hyperparallel_body(skeleton: Skeleton) -> Skeleton {
-    let (Ok(body) | Err((body, _))) = crate::backend::native::body(crate::backend::Target::HyperParallel, skeleton);
+    let (Ok(body) | Err((body, _))) = crate::derive::nearest::body(crate::plan::Target::HyperParallel, skeleton);
     Skeleton::Interleaved { v: body.chunks() }
 }
 

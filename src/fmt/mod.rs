@@ -211,33 +211,14 @@ impl Printer<'_> {
             self.blank_line_if(true);
         }
         match item {
-            Item::Use(u) => self.line(&use_decl(self.src, u), span.start as usize, span.end as usize),
             Item::Definition(d) => {
                 let header = format!("{} {}", d.kind.keyword(), d.name.name);
                 self.block(&header, span.start as usize, &d.body, false);
             }
             Item::Section(s) => self.block(s.kind.keyword(), span.start as usize, &s.body, false),
-            Item::Cut(c) => {
-                let regions: Vec<String> = c.regions.iter().map(region).collect();
-                self.line(&format!("cut {};", regions.join(" | ")), span.start as usize, span.end as usize);
-            }
-            Item::Schedule(s) => {
-                let skeletons: Vec<String> = s.skeletons.iter().map(|k| skeleton(self.src, k)).collect();
-                self.line(&format!("schedule {};", skeletons.join(", ")), span.start as usize, span.end as usize);
-            }
-            Item::Owner(o) => {
-                self.line(&format!("owner {};", value(self.src, &o.spec)), span.start as usize, span.end as usize)
-            }
-            Item::Target(t) => {
-                let names: Vec<String> = t
-                    .targets
-                    .iter()
-                    .map(|t| match &t.option {
-                        Some(option) => format!("{}({})", t.name.name, option.name),
-                        None => t.name.name.clone(),
-                    })
-                    .collect();
-                self.line(&format!("target {};", names.join(", ")), span.start as usize, span.end as usize);
+            _ => {
+                let text = statement(self.src, item).expect("every item but a block is one statement");
+                self.line(&text, span.start as usize, span.end as usize)
             }
         }
     }
@@ -308,6 +289,53 @@ impl Printer<'_> {
 impl Printer<'_> {
     fn force_blank_take(&mut self) -> bool {
         std::mem::take(&mut self.force_blank)
+    }
+}
+
+/// A one-line item in canonical form (`None` for a definition or a section, which are blocks);
+/// `src` is the text its spans point into.
+pub fn statement(src: &str, item: &Item) -> Option<String> {
+    Some(match item {
+        Item::Definition(_) | Item::Section(_) => return None,
+        Item::Use(u) => use_decl(src, u),
+        Item::Cut(c) => format!("cut {};", c.regions.iter().map(region).collect::<Vec<_>>().join(" | ")),
+        Item::Schedule(s) => {
+            format!("schedule {};", s.skeletons.iter().map(|k| skeleton(src, k)).collect::<Vec<_>>().join(", "))
+        }
+        Item::Owner(o) => format!("owner {};", value(src, &o.spec)),
+        Item::Target(t) => {
+            let names: Vec<String> = t
+                .targets
+                .iter()
+                .map(|t| match &t.option {
+                    Some(option) => format!("{}({})", t.name.name, option.name),
+                    None => t.name.name.clone(),
+                })
+                .collect();
+            format!("target {};", names.join(", "))
+        }
+    })
+}
+
+/// `key = value;` on one line, a nested block folded (`enc = vit { frozen = true; }`); `src`
+/// is the text the value's spans point into. The file's formatting unfolds it where it is long.
+pub fn field(src: &str, key: &str, v: &Value) -> String {
+    match &v.kind {
+        ValueKind::Instance { base, body } => {
+            let entries: Vec<String> = body.entries.iter().map(|e| entry_line(src, e)).collect();
+            format!("{key} = {} {{ {} }}", base.name, entries.join(" "))
+        }
+        _ => format!("{key} = {};", value(src, v)),
+    }
+}
+
+fn entry_line(src: &str, entry: &Entry) -> String {
+    match entry {
+        Entry::Field(f) => field(src, &f.key.name, &f.value),
+        Entry::Block(b) => {
+            let entries: Vec<String> = b.body.entries.iter().map(|e| entry_line(src, e)).collect();
+            format!("{} {{ {} }}", b.key.name, entries.join(" "))
+        }
     }
 }
 

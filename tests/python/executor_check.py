@@ -6,8 +6,9 @@ A: a 2-rank transpose plan with a trainable replicated encoder; B: another 2-ran
 same model; C: a plan of 4 ranks. Each process, in one job:
 - bad input, each a PlanError on every process before any step: C's world size, A with tp = 2,
   a stage module missing on one rank, a replicated encoder that differs on one rank;
-- trains A 4 steps with AdamW and the global-norm clip; then again, 2 steps, a checkpoint,
-  fresh modules and optimizer loaded from it, steps 3-4: losses and parameters bit-identical;
+- trains A 4 steps with AdamW and the global-norm clip; then again, 2 steps, a checkpoint
+  (the replicated encoder's parameters and optimizer state once, in replicated.pt), fresh
+  modules and optimizer loaded from it, steps 3-4: losses and parameters bit-identical;
 - loading that checkpoint into B's executor: refused naming the stages that differ;
 - one step under bf16 autocast, and one with bf16 modules and fp32 master weights.
 The parent checks the clip's global norm against one process's gradients. Prints `ok`.
@@ -25,6 +26,7 @@ import torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 from mpipec.torch import Executor, MasterWeights, PlanError, load_checkpoint, load_plan, save_checkpoint, stage_ids  # noqa: E402
 from mpipec.torch import devices, miniature  # noqa: E402
+from mpipec.torch.actions import replicated  # noqa: E402
 from mpipec.torch.adapter import stage_modules  # noqa: E402
 from mpipec.torch.verify import reference  # noqa: E402
 
@@ -106,6 +108,15 @@ def precision(plan, config, groups, device):
     return auto.losses[0], [float(l) for l in losses], dtypes, moved
 
 
+def saved_once(path, ex):
+    """(replicated parameters with AdamW state in replicated.pt, trainable replicated parameters;
+    parameters with state in this rank's file, its own trainable parameters)."""
+    shared = torch.load(os.path.join(path, "replicated.pt"), weights_only=False)
+    own = torch.load(os.path.join(path, f"rank{ex.rank}.pt"), weights_only=False)
+    count = lambda rep: sum(p.requires_grad for s, m in ex.modules.items() if replicated(ex.plan, s) == rep for p in m.parameters())
+    return len(shared["optimizer"]), count(True), len(own["optimizer"]["state"]), count(False)
+
+
 def worker(rank, world, rendezvous, outs, scratch):
     torch.manual_seed(0)
     device = devices.init("gloo", f"file://{rendezvous}", rank, world)
@@ -118,6 +129,7 @@ def worker(rank, world, rendezvous, outs, scratch):
     first = Run(plan, config, groups, device)
     first.steps(0, 2)
     save_checkpoint(first.ex, os.path.join(scratch, "ckpt"), first.opt, step=2)
+    result["saved"] = saved_once(os.path.join(scratch, "ckpt"), first.ex)
     resumed = Run(plan, config, groups, device)
     step, _ = load_checkpoint(resumed.ex, os.path.join(scratch, "ckpt"), resumed.opt)
     resumed.steps(step, STEPS)
@@ -147,6 +159,9 @@ def check(results, plan, config):
         expect(differs and "replicated stage 0 (region `enc`) differs between pp 0 dp 0 and pp 1 dp 0" in differs, f"encoder: {differs}")
         expect(r["other_plan"] and "was written for another plan" in r["other_plan"] and "stage 0:" in r["other_plan"],
                f"other plan: {r['other_plan']}")
+    for r in results:
+        shared, replicas, own, owned = r["saved"]
+        expect(shared == replicas > 0 and own == owned, f"optimizer state saved: replicated {shared} of {replicas}, own {own} of {owned}")
     last = r1 if r1["losses"][0] else r0
     expect(last["losses"] == last["resumed"], f"resumed losses {last['resumed']} != {last['losses']}")
     expect(r0["same_params"] and r1["same_params"], "resumed parameters differ from the uninterrupted run's")

@@ -7,6 +7,8 @@ module name works.
 import importlib
 from typing import Protocol
 
+import torch
+
 
 class Adapter(Protocol):
     def build(self, layers: range, kinds: list, config: dict):
@@ -27,6 +29,11 @@ class Adapter(Protocol):
         """Optional: the part of a batch holding images [lo, hi) of each sequence (plans
         whose encodes are split by images)."""
 
+    def layer_shapes(self, layer: int, kinds: list, config: dict) -> dict:
+        """Optional: {parameter name: shape} of global layer `layer` as the whole model names
+        them, what the executor checks each stage module against. Without it, the layer is
+        built alone (on the CPU) and its parameters read."""
+
 
 BUILT_IN = {"miniature": "mpipec.torch.miniature", "hf": "mpipec.torch.hf"}
 
@@ -44,3 +51,19 @@ def images_of(adapter, config):
     """The executor's `images` callback for the adapter, if it splits batches by images."""
     part = getattr(adapter, "images", None)
     return None if part is None else (lambda batch, lo, hi: part(batch, lo, hi, config))
+
+
+def layer_shapes(adapter, config):
+    """The executor's `layer_shapes` callback for the adapter: layer -> {name: shape}."""
+    own = getattr(adapter, "layer_shapes", None)
+    if own is not None:
+        return lambda layer: own(layer, config["kinds"], config)
+
+    def alone(layer):
+        # Building may seed torch's generator: the caller's stream stays as it was. On the CPU,
+        # not the meta device: the meta device's first initialiser imports for seconds.
+        with torch.random.fork_rng(devices=[]):
+            module = adapter.build(range(layer, layer + 1), config["kinds"], config)
+        return {n: tuple(p.shape) for n, p in module.named_parameters()}
+
+    return alone

@@ -2,9 +2,11 @@
 at all.
 
 A checkpoint is a directory: ``meta.json`` (the plan's stages, the step, the format version),
-``rank{P}.pt`` per pipeline rank (its own stages' parameters, the optimizer's state, the
-caller's extra), and ``replicated.pt`` (the replicated stages' parameters, from pipeline rank 0,
-since every rank holds the same). Data-parallel replica 0 writes; every replica reads. Every
+``rank{P}.pt`` per pipeline rank (its own stages' parameters, the optimizer's state of every
+other parameter, the caller's extra), and ``replicated.pt`` (the replicated stages' parameters
+and their optimizer state by parameter name, from pipeline rank 0, since the plan's all-reduce
+leaves every rank the same). Loading gives every rank the replicated stages from that one
+file. Data-parallel replica 0 writes; every replica reads. Every
 process writes into ``DIR.partial`` and the job's rank 0 renames it to ``DIR`` once all have
 written, so an interrupted save leaves the previous checkpoint (or none), never half of one.
 The directory must be on a file system every node sees.
@@ -24,7 +26,8 @@ import torch.distributed as dist
 from .actions import PlanError, replicated
 
 FORMAT = "mpipec-checkpoint"
-VERSION = 1
+# 2: replicated.pt holds the replicated stages' optimizer state too (1 kept it on every rank).
+VERSION = 2
 
 
 class CheckpointError(PlanError):
@@ -42,6 +45,25 @@ def _atomic_save(obj, path):
     os.replace(path + ".tmp", path)
 
 
+def _replicated_slots(ex, optimizer):
+    """{index of a parameter in the optimizer's state_dict: `stage.name`} for the parameters of
+    replicated stages: their state is saved once, under a name every rank agrees on."""
+    names = {id(p): f"{s}.{n}" for s, m in ex.modules.items() if replicated(ex.plan, s) for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    return {i: names[id(p)] for i, p in enumerate(params) if id(p) in names}
+
+
+def _split_optimizer(ex, optimizer):
+    """(the optimizer's state_dict without the replicated parameters' state, that state by name)."""
+    if optimizer is None:
+        return None, {}
+    state = optimizer.state_dict()
+    slots = _replicated_slots(ex, optimizer)
+    shared = {name: state["state"][i] for i, name in slots.items() if i in state["state"]}
+    own = dict(state, state={i: v for i, v in state["state"].items() if i not in slots})
+    return own, shared
+
+
 def save_checkpoint(executor, path, optimizer=None, step=None, extra=None):
     """Writes this process's share of the checkpoint at `path`; collective (every process
     of the job calls it)."""
@@ -54,11 +76,11 @@ def save_checkpoint(executor, path, optimizer=None, step=None, extra=None):
     ex = executor
     if ex.groups.dp_rank == 0:
         own = {s: m.state_dict() for s, m in ex.modules.items() if not replicated(ex.plan, s)}
-        state = {"stages": own, "optimizer": optimizer.state_dict() if optimizer is not None else None, "extra": extra}
-        _atomic_save(state, os.path.join(staging, f"rank{ex.rank}.pt"))
+        own_optimizer, shared_optimizer = _split_optimizer(ex, optimizer)
+        _atomic_save({"stages": own, "optimizer": own_optimizer, "extra": extra}, os.path.join(staging, f"rank{ex.rank}.pt"))
         if ex.rank == 0:
             shared = {s: m.state_dict() for s, m in ex.modules.items() if replicated(ex.plan, s)}
-            _atomic_save(shared, os.path.join(staging, "replicated.pt"))
+            _atomic_save({"stages": shared, "optimizer": shared_optimizer}, os.path.join(staging, "replicated.pt"))
     dist.barrier()
     if dist.get_rank() == 0:
         with open(os.path.join(staging, "meta.json"), "w") as f:
@@ -105,9 +127,12 @@ def load_checkpoint(executor, path, optimizer=None):
     state = torch.load(os.path.join(path, f"rank{ex.rank}.pt"), map_location=ex.device, weights_only=False)
     shared = torch.load(os.path.join(path, "replicated.pt"), map_location=ex.device, weights_only=False)
     for s, m in ex.modules.items():
-        m.load_state_dict(shared[s] if replicated(ex.plan, s) else state["stages"][s])
+        m.load_state_dict(shared["stages"][s] if replicated(ex.plan, s) else state["stages"][s])
     if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
+        saved = state["optimizer"]
+        slots = _replicated_slots(ex, optimizer)
+        merged = {i: shared["optimizer"][name] for i, name in slots.items() if name in shared["optimizer"]}
+        optimizer.load_state_dict(dict(saved, state={**saved["state"], **merged}))
     # A lookahead encoder's features are encoded again from the resumed step's batch.
     ex.carried = None
     return meta["step"], state["extra"]

@@ -85,12 +85,14 @@ class Executor:
     part encodes, for plans that split encodes by images; autocast: a dtype (torch.bfloat16,
     torch.float16) to run forwards under ``torch.autocast``; on_optimizer_step(losses): called
     where the plan places the optimizer step; on_action(step, index, action): called before
-    each action (progress reports).
+    each action (progress reports); layer_shapes(layer): {parameter name: shape} of one of the
+    plan's global layers, as the stage modules name them (mpipec.torch.checks): given, every
+    stage module must hold exactly its layers' parameters.
     Raises PlanError before any step when the plan does not fit the job or the modules.
     """
 
     def __init__(self, plan, rank, modules, loss_fn, groups=None, *, device=None, images=None, autocast=None,
-                 on_optimizer_step=None, on_action=None):
+                 on_optimizer_step=None, on_action=None, layer_shapes=None):
         from . import devices
 
         self.plan = load_plan(plan)
@@ -107,7 +109,7 @@ class Executor:
         self.last_stage = len(self.plan["stages"]) - 1
         self.prologue, self.actions = rank_actions(self.plan, self.rank)
         self.region_of = {s["id"]: s["region"] for s in self.plan["stages"]}
-        check_modules(self.plan, self.rank, self.modules, self.groups)
+        check_modules(self.plan, self.rank, self.modules, self.groups, layer_shapes)
         self.mailbox = {}
         # Messages each peer sends this rank a step, and, on gloo, the next header's receive
         # posted ahead (NCCL runs a pair's sends and receives on one stream: a receive posted

@@ -280,6 +280,34 @@ def _place(root, dotted, module):
     root.add_module(leaf, module)
 
 
+def split(layers, depths):
+    """Global layers as (vision blocks, decoder layers), each numbered within its tower."""
+    v = depths[0]
+    return range(min(layers.start, v), min(layers.stop, v)), range(max(layers.start, v) - v, max(layers.stop, v) - v)
+
+
+def owned(f, layers, kinds, depths):
+    """(dotted path, kind) of each module of the model that global layers `layers` own."""
+    v, t = depths
+    vision, text = split(layers, depths)
+    vision_parts, text_parts = f.parts(vision.start == 0, vision.stop == v, text.start == 0, text.stop == t)
+    out = []
+    if vision:
+        out += [(n, kinds[0]) for n in vision_parts] + [(f"{f.VISION}.{i}", kinds[i]) for i in vision]
+    if text:
+        out += [(n, kinds[v]) for n in text_parts] + [(f"{f.TEXT}.{j}", kinds[v + j]) for j in text]
+    return out
+
+
+def layer_shapes(layer, kinds, config, model=None):
+    """{parameter name: shape} of global layer `layer` of `model` (or the config's tiny one),
+    as a stage holding it names them (the adapter protocol's layer_shapes)."""
+    full = full_model(config) if model is None else model
+    depths = config["vision_layers"], config["text_layers"]
+    return {f"{name}.{n}": tuple(p.shape) for name, _ in owned(family(config), range(layer, layer + 1), kinds, depths)
+            for n, p in full.get_submodule(name).named_parameters()}
+
+
 class Stage(nn.Module):
     """Global layers [layers.start, layers.stop) of the model: vision blocks first, then decoder
     layers. The model is `model` (one loaded with from_pretrained, as mpipec.train does) or the
@@ -288,21 +316,12 @@ class Stage(nn.Module):
     def __init__(self, layers, kinds, config, model=None):
         super().__init__()
         self.family = family(config)
-        self.depths = v, t = config["vision_layers"], config["text_layers"]
-        self.vision = range(min(layers.start, v), min(layers.stop, v))
-        self.text = range(max(layers.start, v) - v, max(layers.stop, v) - v)
+        self.depths = config["vision_layers"], config["text_layers"]
+        self.vision, self.text = split(layers, self.depths)
         full = full_model(config) if model is None else model
         # Parameter-free helpers (window and rope arithmetic), shared, not registered.
         self.__dict__["helper"] = full
-        vision_parts, text_parts = self.family.parts(
-            self.vision.start == 0, self.vision.stop == v, self.text.start == 0, self.text.stop == t
-        )
-        owned = []
-        if self.vision:
-            owned += [(n, kinds[0]) for n in vision_parts] + [(f"{self.family.VISION}.{i}", kinds[i]) for i in self.vision]
-        if self.text:
-            owned += [(n, kinds[v]) for n in text_parts] + [(f"{self.family.TEXT}.{j}", kinds[v + j]) for j in self.text]
-        for name, kind in owned:
+        for name, kind in owned(self.family, layers, kinds, self.depths):
             module = copy.deepcopy(full.get_submodule(name)).train()
             module.requires_grad_(kind["trainable"])
             _place(self, name, module)
@@ -333,7 +352,9 @@ class Stage(nn.Module):
                 placeholders = (batch["input_ids"] == self.helper.config.image_token_id).unsqueeze(-1).expand_as(tokens)
                 x = tokens.masked_scatter(placeholders, x.to(tokens.dtype))
             rope = self.get_submodule("model.language_model.rotary_emb")(x, batch["position_ids"])
-            mask = create_causal_mask(config=self.helper.config.text_config, inputs_embeds=x, attention_mask=None, cache=None, position_ids=None)
+            # No cache, passed by position: transformers renamed that parameter (past_key_values
+            # up to 5.17, cache later) and the runtime supports both.
+            mask = create_causal_mask(self.helper.config.text_config, x, None, None, position_ids=None)
             for j in self.text:
                 x = self.get_submodule(f"{f.TEXT}.{j}")(x, attention_mask=mask, position_embeddings=rope)
             if self.text.stop == self.depths[1]:

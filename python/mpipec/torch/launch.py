@@ -67,7 +67,8 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
             opt.zero_grad(set_to_none=True)
 
     ex = Executor(plan, groups.pp_rank, modules, adapter.loss, groups, device=device,
-                  images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action)
+                  images=adapters.images_of(adapter, config), on_optimizer_step=optimizer_step, on_action=on_action,
+                  layer_shapes=adapters.layer_shapes(adapter, config))
     m, first = plan["pipeline"]["microbatches"], groups.dp_rank * plan["pipeline"]["microbatches"]
     of = lambda step: (lambda j: adapter.batch(first + j, step, config))
     for step in range(steps):

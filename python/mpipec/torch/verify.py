@@ -28,6 +28,7 @@ if __name__ == "__main__":
         sys.exit(EXIT_MISSING)
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import time  # noqa: E402
 
@@ -38,9 +39,13 @@ from . import adapter as adapters  # noqa: E402
 from . import devices, launch  # noqa: E402
 from .actions import load_plan  # noqa: E402
 
-# verify's bar (fp32): the largest difference over the largest reference entry, per tensor.
+# The bar a pipelined run is held to against one process, `mpipec verify`'s and `mpipec train
+# --check`'s alike (fp32): per tensor, the largest difference over the largest reference entry
+# at most TOLERANCE. That entry counts as at least FLOOR of the largest entry of its kind (the
+# step's gradients, the parameters): a tensor that is zero up to round-off (a key projection's
+# bias, which softmax ignores) is measured against its neighbours' scale, not its own noise.
 TOLERANCE = 1e-5
-FLOOR = 1e-6
+FLOOR = 1e-5
 # A process's progress once it has run every step.
 DONE = -2
 
@@ -143,20 +148,30 @@ def run_pipelined(plan, config, steps, out_dir):
     return None
 
 
+def largest(tensors):
+    """The largest absolute entry of any of `tensors` (0 for none)."""
+    return max((float(t.abs().max()) for t in tensors if t.numel()), default=0.0)
+
+
 class Worst:
     """The largest relative difference of each kind (loss, grad, param) and where it is."""
 
     def __init__(self):
         self.of = {kind: (0.0, 0.0, "") for kind in ("loss", "grad", "param")}
 
-    def compare(self, kind, name, a, b):
+    def compare(self, kind, name, a, b, scale=0.0):
+        """Records a against the reference b; `scale`: the largest entry of b's kind (FLOOR of
+        it is the least b's own largest entry counts as)."""
         diff = float((a - b).abs().max()) if a.numel() else 0.0
-        # A tensor that is zero up to round-off (a key projection's bias, which softmax ignores)
-        # is measured against FLOOR, not against its own noise.
-        scale = max(float(b.abs().max()) if b.numel() else 0.0, FLOOR)
-        rel = diff / scale
+        bound = max(largest([b]), FLOOR * scale)
+        rel = diff / bound if bound > 0 else (0.0 if diff == 0 else math.inf)
         if rel >= self.of[kind][1]:
             self.of[kind] = (diff, rel, name)
+
+    def worst(self):
+        """(relative difference, where) of the worst tensor of any kind."""
+        kind = max(self.of, key=lambda k: self.of[k][1])
+        return self.of[kind][1], self.of[kind][2]
 
 
 def compare_steps(ranks, ref, steps, worst):
@@ -170,8 +185,9 @@ def compare_steps(ranks, ref, steps, worst):
         missing = set(ref["grads"][step]) - set(merged)
         if missing:
             return f"error: step {step}: no pipelined gradient for {sorted(missing)[:3]}"
+        scale = largest(ref["grads"][step].values())
         for name, g in ref["grads"][step].items():
-            worst.compare("grad", f"step {step} {name}", merged[name], g)
+            worst.compare("grad", f"step {step} {name}", merged[name], g, scale)
         d, rel, name = worst.of["grad"]
         print(f"step {step}: loss {pipe_loss:.6f} (single process {ref['losses'][step]:.6f}); worst gradient {name}: abs {d:.3e}, rel {rel:.3e}")
     return None
@@ -209,13 +225,14 @@ def verify(plan, config, steps, out_dir, profile=False):
     params = {}
     for r in ranks:
         params.update(r["params"])
+    scale = largest(ref["params"].values())
     for name, p in ref["params"].items():
-        worst.compare("param", name, params[name], p)
+        worst.compare("param", name, params[name], p, scale)
     for kind, (d, rel, name) in worst.of.items():
         print(f"max {kind} difference: abs {d:.3e}, rel {rel:.3e} ({name})")
-    kind = max(worst.of, key=lambda k: worst.of[k][1])
-    if worst.of[kind][1] > TOLERANCE:
-        print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on loss, gradients and parameters): worst {worst.of[kind][2]}", file=sys.stderr)
+    rel, where = worst.worst()
+    if rel > TOLERANCE:
+        print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on loss, gradients and parameters): worst {where}", file=sys.stderr)
         return 1
     print("ok: loss, gradients and parameters match the single-process run")
     if profile:
