@@ -54,6 +54,13 @@ pub struct Hardware {
     pub peak_bf16: f64,
     pub hbm_bytes: f64,
     pub hbm_bandwidth: f64,
+    /// Streaming multiprocessors (AI cores): the tiles of a matrix product run in waves of
+    /// this many; without it the kernel model leaves wave quantization out.
+    pub compute_units: Option<u64>,
+    /// Fraction of `peak_bf16` a large matrix product sustains in training.
+    pub matmul_efficiency: Option<f64>,
+    /// Fraction of `peak_bf16` a fused (flash) attention forward sustains.
+    pub attention_efficiency: Option<f64>,
     pub devices_per_node: u64,
     pub intra_node: Link,
     pub inter_node: Link,
@@ -193,8 +200,9 @@ pub struct Cluster {
     pub tp: u64,
     pub ep: u64,
     pub distributed_optimizer: bool,
-    /// Fraction of peak compute the kernels reach.
-    pub efficiency: f64,
+    /// Fraction of peak compute every kernel reaches, when the plan pins one; otherwise the
+    /// kernel model of `cost::kernels` times each kernel by its shape.
+    pub efficiency: Option<f64>,
     /// Whether transfers overlap compute; if not, the sender is busy while it sends.
     pub overlap_comm: bool,
     /// Fused attention: the s×s score matrix is recomputed in backward, never stored.

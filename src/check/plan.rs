@@ -247,7 +247,7 @@ impl Ctx<'_> {
             tp: f.count("tp").unwrap_or(1),
             ep: f.count("ep").unwrap_or(1),
             distributed_optimizer: f.boolean("distributed_optimizer").unwrap_or(false),
-            efficiency: f.fraction("efficiency").unwrap_or(0.5),
+            efficiency: f.fraction("efficiency"),
             overlap_comm: f.boolean("overlap_comm").unwrap_or(true),
             flash_attention: f.boolean("flash_attention").unwrap_or(true),
             profile,

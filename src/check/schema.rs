@@ -108,6 +108,13 @@ pub static HARDWARE: Schema = Schema {
         req("peak_bf16", Ty::Quantity(Dimension::FlopRate), "peak dense bf16 FLOP rate of one device"),
         req("hbm", Ty::Quantity(Dimension::Bytes), "device memory"),
         req("hbm_bandwidth", Ty::Quantity(Dimension::Bandwidth), "device memory bandwidth"),
+        opt("compute_units", POSITIVE, "streaming multiprocessors or AI cores a matrix product's tiles run on"),
+        opt("matmul_efficiency", Ty::Fraction, "fraction of peak a large matrix product sustains (default 0.7)"),
+        opt(
+            "attention_efficiency",
+            Ty::Fraction,
+            "fraction of peak a flash-attention forward sustains (default 0.84 × matmul_efficiency)",
+        ),
         req("devices_per_node", POSITIVE, "devices sharing the fast intra-node link"),
         req("intra_node", Ty::Block(&LINK), "the link between devices of one node"),
         req("inter_node", Ty::Block(&LINK), "the link between devices of different nodes"),
@@ -196,7 +203,7 @@ pub static CLUSTER: Schema = Schema {
         opt("tp", POSITIVE, "tensor-parallel ranks (default 1)"),
         opt("ep", POSITIVE, "expert-parallel ranks, within data parallelism (default 1)"),
         opt("distributed_optimizer", Ty::Bool, "shard optimizer state over dp, ZeRO-1 (default false)"),
-        opt("efficiency", Ty::Fraction, "fraction of peak FLOP/s dense kernels reach (default 0.5)"),
+        opt("efficiency", Ty::Fraction, "one fraction of peak FLOP/s for every kernel, in place of the kernel model"),
         opt("overlap_comm", Ty::Bool, "sends and receives overlap compute (default true)"),
         opt("flash_attention", Ty::Bool, "attention kernels keep no score matrix for backward (default true)"),
         opt(

@@ -8,6 +8,88 @@ use crate::plan::{ArchKind, Attention, Decoder, Encoder, Mlp, Part, Recompute};
 /// Bytes per element of weights and activations (bf16).
 pub const ELEMENT: f64 = 2.0;
 
+/// How tensor parallelism divides a matrix product: its output columns (column-parallel, the
+/// first product of a pair) or its reduction (row-parallel, the second).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Split {
+    #[default]
+    Columns,
+    Rows,
+}
+
+/// `batch` matrix products (m × k)·(k × n) of a layer's forward launched as one kernel (the
+/// local experts of a MoE layer are one grouped product); `experts` when expert parallelism
+/// divides the batch and gathers the tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Gemm {
+    pub m: f64,
+    pub n: f64,
+    pub k: f64,
+    pub batch: f64,
+    pub split: Split,
+    pub experts: bool,
+}
+
+impl Gemm {
+    fn new(m: f64, n: f64, k: f64, split: Split) -> Gemm {
+        Gemm { m, n, k, batch: 1.0, split, experts: false }
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * self.batch * self.m * self.n * self.k
+    }
+}
+
+/// The most matrix products one layer has (MLA with MoE and the LM head: 11).
+pub const MAX_GEMMS: usize = 12;
+
+/// The matrix products of one layer's forward, in order.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Gemms {
+    list: [Gemm; MAX_GEMMS],
+    len: usize,
+}
+
+impl Gemms {
+    fn push(&mut self, g: Gemm) {
+        self.list[self.len] = g;
+        self.len += 1;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Gemm> {
+        self.list[..self.len].iter()
+    }
+
+    fn flops(&self) -> f64 {
+        self.iter().map(Gemm::flops).sum()
+    }
+}
+
+/// The attention core of one layer: `heads` independent (query × key) problems (sequences ×
+/// images × heads), each `queries` long against `keys` keys (the sequence, the image or the
+/// window), with head sizes `qk` and `v`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Scores {
+    pub heads: f64,
+    pub queries: f64,
+    pub keys: f64,
+    pub qk: f64,
+    pub v: f64,
+    pub causal: bool,
+}
+
+impl Scores {
+    /// FLOPs of Q·Kᵀ and the weighted sum of V over the whole score matrix.
+    pub fn full_flops(&self) -> f64 {
+        2.0 * self.heads * self.queries * self.keys * (self.qk + self.v)
+    }
+
+    /// The FLOPs the model needs: a causal mask halves them.
+    fn flops(&self) -> f64 {
+        if self.causal { 0.5 * self.full_flops() } else { self.full_flops() }
+    }
+}
+
 /// One layer's numbers for one microbatch.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LayerCost {
@@ -27,6 +109,12 @@ pub struct LayerCost {
     pub activations: f64,
     /// Bytes of the layer's output: what crosses a seam after it.
     pub output: f64,
+    /// The kernels of the forward: matrix products, the attention core, and the bytes the
+    /// memory-bound kernels between them (norms, activation, residual adds, MoE dispatch) read
+    /// and write.
+    pub gemms: Gemms,
+    pub attention: Scores,
+    pub elementwise: f64,
 }
 
 fn mlp_factor(mlp: Mlp) -> f64 {
@@ -36,12 +124,35 @@ fn mlp_factor(mlp: Mlp) -> f64 {
     }
 }
 
-/// Attention projections: (FLOPs per token, parameters).
-fn attention_projections(h: f64, a: &Attention) -> (f64, f64) {
+/// Attention projections over `tokens`: the fused Q, K, V product and the output product;
+/// their parameters.
+fn attention_projections(gemms: &mut Gemms, tokens: f64, h: f64, a: &Attention) -> f64 {
     let q = (a.heads * a.head_dim) as f64;
     let kv = (a.kv_heads * a.head_dim) as f64;
-    let params = h * q + 2.0 * h * kv + q * h;
-    (2.0 * params, params)
+    gemms.push(Gemm::new(tokens, q + 2.0 * kv, h, Split::Columns));
+    gemms.push(Gemm::new(tokens, h, q, Split::Rows));
+    h * q + 2.0 * h * kv + q * h
+}
+
+/// An MLP of width `ffn` over `tokens` (gated: the gate and up products fused into one, as
+/// Megatron and torchtitan's fused SwiGLU do); its parameters.
+fn mlp(gemms: &mut Gemms, tokens: f64, h: f64, ffn: f64, kind: Mlp) -> f64 {
+    let up = (mlp_factor(kind) - 1.0) * ffn;
+    gemms.push(Gemm::new(tokens, up, h, Split::Columns));
+    gemms.push(Gemm::new(tokens, h, ffn, Split::Rows));
+    mlp_factor(kind) * h * ffn
+}
+
+/// Bytes the memory-bound kernels of one layer's forward read and write per token: two norms
+/// and two residual adds (each reading and writing the hidden state: ten hidden-sized
+/// tensors), the MLP activation (GeLU reads and writes its width, SwiGLU reads two and writes
+/// one), and per routed copy of a token the MoE dispatch and combine (four more).
+fn elementwise(h: f64, width: f64, kind: Mlp, routed: f64) -> f64 {
+    let activation = match kind {
+        Mlp::Gelu => 2.0,
+        Mlp::SwiGlu => 3.0,
+    };
+    ELEMENT * (10.0 * h + activation * width + 4.0 * routed * h)
 }
 
 /// Activations kept per layer (Korthikanti et al.): s·b·h·(34 + 5·a·s/h) bytes without
@@ -60,60 +171,85 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
     let h = d.hidden as f64;
     let tokens = b * s;
     let a = &d.attention;
-    let (proj_per_token, mut params, scores) = match &d.mla {
+    let mut gemms = Gemms::default();
+    let causal = |heads: f64, qk: f64, v: f64| Scores { heads: b * heads, queries: s, keys: s, qk, v, causal: true };
+    let (mut params, attention) = match &d.mla {
         None => {
-            let (f, p) = attention_projections(h, a);
-            // Q·Kᵀ and the weighted sum of V, causal: half of 2·2·b·s²·(heads·head_dim).
-            (f, p, 0.5 * 4.0 * b * s * s * (a.heads * a.head_dim) as f64)
+            let p = attention_projections(&mut gemms, tokens, h, a);
+            (p, causal(a.heads as f64, a.head_dim as f64, a.head_dim as f64))
         }
         Some(m) => {
             let heads = a.heads as f64;
             let qk = (m.nope_head_dim + m.rope_head_dim) as f64;
             let v = m.v_head_dim as f64;
+            let (q_rank, kv_rank) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
             let q = if m.q_lora_rank > 0 {
-                h * m.q_lora_rank as f64 + m.q_lora_rank as f64 * heads * qk
+                gemms.push(Gemm::new(tokens, q_rank, h, Split::Columns));
+                gemms.push(Gemm::new(tokens, heads * qk, q_rank, Split::Columns));
+                h * q_rank + q_rank * heads * qk
             } else {
+                gemms.push(Gemm::new(tokens, heads * qk, h, Split::Columns));
                 h * heads * qk
             };
-            let kv = h * (m.kv_lora_rank + m.rope_head_dim) as f64
-                + m.kv_lora_rank as f64 * heads * (m.nope_head_dim as f64 + v);
-            let out = heads * v * h;
-            let p = q + kv + out;
-            (2.0 * p, p, 0.5 * 2.0 * b * s * s * heads * (qk + v))
+            let kv_down = kv_rank + m.rope_head_dim as f64;
+            let kv_up = heads * (m.nope_head_dim as f64 + v);
+            gemms.push(Gemm::new(tokens, kv_down, h, Split::Columns));
+            gemms.push(Gemm::new(tokens, kv_up, kv_rank, Split::Columns));
+            gemms.push(Gemm::new(tokens, h, heads * v, Split::Rows));
+            (q + h * kv_down + kv_rank * kv_up + heads * v * h, causal(heads, qk, v))
         }
     };
     let dense = d.moe.as_ref().is_none_or(|m| index < m.dense_layers);
-    let (mlp_per_token, mlp_params, expert_params) = match (&d.moe, dense) {
+    let (expert_params, width, routed) = match (&d.moe, dense) {
         (Some(m), false) => {
-            // The router, then top_k routed and the shared experts per token.
-            let expert = mlp_factor(d.mlp) * h * m.expert_ffn as f64;
-            let active = (m.top_k + m.shared_experts) as f64 * 2.0 * expert + 2.0 * h * m.experts as f64;
-            let routed = m.experts as f64 * expert;
-            (active, routed + m.shared_experts as f64 * expert + h * m.experts as f64, routed)
+            // The router, then top_k routed and the shared experts per token: the routed ones
+            // as one grouped product over the experts, each with its share of the tokens.
+            let experts = m.experts as f64;
+            let ffn = m.expert_ffn as f64;
+            let top_k = m.top_k as f64;
+            gemms.push(Gemm::new(tokens, experts, h, Split::Columns));
+            let per_expert = tokens * top_k / experts;
+            let mut routed = Gemms::default();
+            let expert = mlp(&mut routed, per_expert, h, ffn, d.mlp);
+            for g in routed.iter() {
+                gemms.push(Gemm { batch: experts, experts: true, ..*g });
+            }
+            let shared = m.shared_experts as f64;
+            if m.shared_experts > 0 {
+                mlp(&mut gemms, tokens, h, shared * ffn, d.mlp);
+            }
+            params += experts * expert + shared * expert + h * experts;
+            (experts * expert, (top_k + shared) * ffn, top_k)
         }
         _ => {
-            let p = mlp_factor(d.mlp) * h * d.ffn as f64;
-            (2.0 * p, p, 0.0)
+            params += mlp(&mut gemms, tokens, h, d.ffn as f64, d.mlp);
+            (0.0, d.ffn as f64, 0.0)
         }
     };
-    params += mlp_params;
-    let mut weight_flops = tokens * (proj_per_token + mlp_per_token);
-    let mut extra_params = 0.0;
     // The embedding sits with the first layer (no FLOPs, but parameters); the LM head with
     // the last.
     if index == 0 {
-        extra_params += h * d.vocab as f64;
+        params += h * d.vocab as f64;
     }
     if index + 1 == d.layers {
-        weight_flops += 2.0 * tokens * h * d.vocab as f64;
+        gemms.push(Gemm::new(tokens, d.vocab as f64, h, Split::Columns));
         if !d.tied_embeddings {
-            extra_params += h * d.vocab as f64;
+            params += h * d.vocab as f64;
         }
     }
-    params += extra_params;
     let kept = kept(tokens, h, a.heads as f64, s, part.recompute, flash);
     finish(
-        Parts { weight_flops, scores, params, expert_params, tokens, hidden: h, kept, output: ELEMENT * tokens * h },
+        Parts {
+            gemms,
+            attention,
+            params,
+            expert_params,
+            tokens,
+            hidden: h,
+            kept,
+            output: ELEMENT * tokens * h,
+            elementwise: tokens * elementwise(h, width, d.mlp, routed),
+        },
         part.recompute,
     )
 }
@@ -126,68 +262,96 @@ pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64,
     let (t, images) = visual;
     let tokens = b * t;
     let a = &e.attention;
-    let (proj_per_token, attn_params) = attention_projections(h, a);
+    let mut gemms = Gemms::default();
+    if index == 0 {
+        // Patch embedding: a matmul of 2·s_img·(3·p²·temporal)·h.
+        gemms.push(Gemm::new(tokens, h, (3 * e.patch * e.patch * e.temporal_patch) as f64, Split::Columns));
+    }
+    let mut params = attention_projections(&mut gemms, tokens, h, a) + mlp(&mut gemms, tokens, h, e.ffn as f64, e.mlp);
     let image = t / images.max(1.0);
     let windowed = match e.window {
         Some((w, full)) => index >= full.min(e.layers) && (w as f64) < image,
         None => false,
     };
     let span = if windowed { e.window.map_or(image, |(w, _)| w as f64) } else { image };
-    let scores = 4.0 * b * t * span * (a.heads * a.head_dim) as f64;
-    let mlp_params = mlp_factor(e.mlp) * h * e.ffn as f64;
-    let mut params = attn_params + mlp_params;
-    let mut weight_flops = tokens * (proj_per_token + 2.0 * mlp_params);
+    // Windows tile the image: image / span windows of span queries each.
+    let windows = if windowed { image / span } else { 1.0 };
+    let d = a.head_dim as f64;
+    let attention = Scores {
+        heads: b * images.max(1.0) * windows * a.heads as f64,
+        queries: span,
+        keys: span,
+        qk: d,
+        v: d,
+        causal: false,
+    };
     let mut output = ELEMENT * tokens * h;
     if index == 0 {
-        let patch = (3 * e.patch * e.patch * e.temporal_patch) as f64 * h;
-        params += patch;
-        // Patch embedding: a matmul of 2·s_img·(3·p²·temporal)·h.
-        weight_flops += 2.0 * tokens * patch;
+        params += (3 * e.patch * e.patch * e.temporal_patch) as f64 * h;
     }
     if index + 1 == e.layers {
         // Merge m×m patches (width h·m²), then project to the LLM's width.
         let m2 = (e.merge * e.merge) as f64;
         let merged = tokens / m2;
         let wide = h * m2;
-        let projector = wide * wide + wide * e.out_hidden as f64;
-        params += projector;
-        weight_flops += 2.0 * merged * projector;
+        gemms.push(Gemm::new(merged, wide, wide, Split::Columns));
+        gemms.push(Gemm::new(merged, e.out_hidden as f64, wide, Split::Rows));
+        params += wide * wide + wide * e.out_hidden as f64;
         output = ELEMENT * merged * e.out_hidden as f64;
     }
     let kept = kept(tokens, h, a.heads as f64, span, part.recompute, flash);
-    finish(Parts { weight_flops, scores, params, expert_params: 0.0, tokens, hidden: h, kept, output }, part.recompute)
+    finish(
+        Parts {
+            gemms,
+            attention,
+            params,
+            expert_params: 0.0,
+            tokens,
+            hidden: h,
+            kept,
+            output,
+            elementwise: tokens * elementwise(h, e.ffn as f64, e.mlp, 0.0),
+        },
+        part.recompute,
+    )
 }
 
 /// What each layer kind computes before the parts common to all of them.
 struct Parts {
-    weight_flops: f64,
-    scores: f64,
+    gemms: Gemms,
+    attention: Scores,
     params: f64,
     expert_params: f64,
     tokens: f64,
     hidden: f64,
     kept: f64,
     output: f64,
+    elementwise: f64,
 }
 
 /// The layer's totals: FLOPs, what recompute redoes, bytes moved (weights once, about twelve
 /// activation-sized tensors read or written).
 fn finish(p: Parts, recompute: Recompute) -> LayerCost {
-    let flops = p.weight_flops + p.scores;
+    let weight_flops = p.gemms.flops();
+    let scores = p.attention.flops();
+    let flops = weight_flops + scores;
     let recompute_flops = match recompute {
         Recompute::None => 0.0,
-        Recompute::Selective => p.scores,
+        Recompute::Selective => scores,
         Recompute::Full => flops,
     };
     LayerCost {
         flops,
-        weight_flops: p.weight_flops,
+        weight_flops,
         recompute_flops,
         bytes: ELEMENT * p.params + ELEMENT * 12.0 * p.tokens * p.hidden,
         params: p.params,
         expert_params: p.expert_params,
         activations: p.kept,
         output: p.output,
+        gemms: p.gemms,
+        attention: p.attention,
+        elementwise: p.elementwise,
     }
 }
 

@@ -3,6 +3,7 @@
 //! read these numbers, so a better cost model gives a better static schedule, never a
 //! different kind of schedule.
 
+pub mod kernels;
 pub mod layers;
 pub mod model;
 pub mod profile;

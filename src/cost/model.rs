@@ -5,9 +5,10 @@
 use std::ops::Range;
 
 use super::Costs;
+use super::kernels::Kernels;
 use super::layers::{self, LayerCost};
 use super::profile::Measured;
-use crate::plan::{Link, Plan};
+use crate::plan::{Link, Plan, Recompute};
 
 /// Bytes per gradient element reduced across replicas (fp32 main gradients, as Megatron
 /// keeps them) and per parameter of mixed-precision Adam state (fp32 master, m, v).
@@ -19,12 +20,31 @@ pub struct CostModel<'p> {
     /// Per global layer: (part index, index within the part).
     layers: Vec<(usize, u64)>,
     plan: &'p Plan,
-    /// Decoder layers cost the same for every microbatch: computed once.
-    fixed: Vec<Option<LayerCost>>,
+    /// Per global layer: its numbers and times for each distinct image-token count of the
+    /// batch (an encoder layer's cost follows its microbatch's images; a decoder layer has one).
+    cache: Vec<Vec<Cached>>,
+    /// Per entry of the batch's `image_tokens`: the index of its count in a layer's cache.
+    slots: Vec<usize>,
     /// The end of the frozen prefix (`super::first_trainable`).
     first_trainable: u64,
     /// The plan's profile over its layers: measured numbers, asked before the formulas.
     measured: Option<Measured>,
+    compute: Compute,
+}
+
+/// How compute is timed: the kernel model, or the plan's one `efficiency` for every kernel.
+enum Compute {
+    Kernels(Kernels),
+    Pinned(f64),
+}
+
+/// One layer's numbers for one image-token count, and the times of its three passes (the
+/// kernel model costs more than a lookup; the simulator and the searches ask millions of times).
+struct Cached {
+    cost: LayerCost,
+    forward: f64,
+    backward_input: f64,
+    backward_weight: f64,
 }
 
 impl<'p> CostModel<'p> {
@@ -35,18 +55,54 @@ impl<'p> CostModel<'p> {
                 layers.push((p, i));
             }
         }
-        let b = plan.batch.micro_batch_size as f64;
-        let s = plan.batch.seq_len as f64;
-        let fixed = layers
+        let compute = match plan.cluster.efficiency {
+            Some(e) => Compute::Pinned(e),
+            None => Compute::Kernels(Kernels::new(&plan.cluster)),
+        };
+        let mut counts: Vec<u64> = plan.batch.image_tokens.clone();
+        counts.sort_unstable();
+        counts.dedup();
+        if counts.is_empty() {
+            counts.push(0);
+        }
+        let slots = plan.batch.image_tokens.iter().map(|t| counts.binary_search(t).unwrap_or(0)).collect();
+        let mut model = CostModel {
+            layers,
+            plan,
+            cache: Vec::new(),
+            slots,
+            first_trainable: super::first_trainable(plan),
+            measured: plan.cluster.profile.as_ref().map(|p| Measured::new(p.clone(), plan)),
+            compute,
+        };
+        model.cache = model.layers.iter().map(|&(p, i)| model.cached(p, i, &counts)).collect();
+        model
+    }
+
+    /// Layer `i` of part `p` for each image-token count in `counts` (once for a decoder).
+    fn cached(&self, p: usize, i: u64, counts: &[u64]) -> Vec<Cached> {
+        let part = &self.plan.model.parts[p];
+        let b = &self.plan.batch;
+        let counts = if part.arch.is_encoder() { counts } else { &counts[..1] };
+        counts
             .iter()
-            .map(|&(p, i)| {
-                let part = &plan.model.parts[p];
-                (!part.arch.is_encoder())
-                    .then(|| layers::layer(part, i, b, s, (0.0, 1.0), plan.cluster.flash_attention))
+            .map(|&tokens| {
+                let cost = layers::layer(
+                    part,
+                    i,
+                    b.micro_batch_size as f64,
+                    b.seq_len as f64,
+                    (tokens as f64, b.images as f64),
+                    self.plan.cluster.flash_attention,
+                );
+                Cached {
+                    forward: self.forward_time(&cost),
+                    backward_input: self.backward_input_time(&cost, part.recompute),
+                    backward_weight: self.backward_weight_time(&cost),
+                    cost,
+                }
             })
-            .collect();
-        let measured = plan.cluster.profile.as_ref().map(|p| Measured::new(p.clone(), plan));
-        CostModel { layers, plan, fixed, first_trainable: super::first_trainable(plan), measured }
+            .collect()
     }
 
     pub fn plan(&self) -> &'p Plan {
@@ -62,42 +118,77 @@ impl<'p> CostModel<'p> {
         self.measured.as_ref()?.layer(layer)
     }
 
-    /// The numbers of global layer `layer` for microbatch `mb`.
-    pub fn layer(&self, layer: u64, mb: u32) -> LayerCost {
-        if let Some(c) = self.fixed[layer as usize] {
-            return c;
+    fn entry(&self, layer: u64, mb: u32) -> &Cached {
+        let per_count = &self.cache[layer as usize];
+        if per_count.len() == 1 {
+            return &per_count[0];
         }
-        let (p, i) = self.layers[layer as usize];
-        let b = &self.plan.batch;
-        layers::layer(
-            &self.plan.model.parts[p],
-            i,
-            b.micro_batch_size as f64,
-            b.seq_len as f64,
-            (b.image_tokens_of(u64::from(mb)) as f64, b.images as f64),
-            self.plan.cluster.flash_attention,
-        )
+        &per_count[self.slots[mb as usize % self.slots.len()]]
+    }
+
+    /// The numbers of global layer `layer` for microbatch `mb`.
+    pub fn layer(&self, layer: u64, mb: u32) -> &LayerCost {
+        &self.entry(layer, mb).cost
     }
 
     fn tp(&self) -> f64 {
         self.plan.cluster.tp as f64
     }
 
-    /// Roofline: the slower of compute at peak × efficiency and memory traffic at HBM bandwidth.
-    pub fn roofline(&self, flops: f64, bytes: f64) -> f64 {
+    /// Roofline with the plan's one `efficiency`: the slower of compute at peak × efficiency
+    /// and memory traffic at HBM bandwidth.
+    fn roofline(&self, efficiency: f64, flops: f64, bytes: f64) -> f64 {
         let hw = &self.plan.cluster.hardware;
         let tp = self.tp();
-        (flops / (hw.peak_bf16 * self.plan.cluster.efficiency * tp)).max(bytes / (hw.hbm_bandwidth * tp))
+        (flops / (hw.peak_bf16 * efficiency * tp)).max(bytes / (hw.hbm_bandwidth * tp))
     }
 
     /// Tensor parallelism's two all-reduces of the layer's activations per pass (after the
     /// attention and after the MLP), on the intra-node link, not overlapped.
-    fn tensor_parallel_time(&self, layer: u64, mb: u32) -> f64 {
-        let c = &self.plan.cluster;
-        if c.tp <= 1 {
+    fn tensor_parallel_time(&self, c: &LayerCost) -> f64 {
+        let cluster = &self.plan.cluster;
+        if cluster.tp <= 1 {
             return 0.0;
         }
-        2.0 * self.all_reduce(self.layer(layer, mb).output, c.tp, &c.hardware.intra_node)
+        2.0 * self.all_reduce(c.output, cluster.tp, &cluster.hardware.intra_node)
+    }
+
+    /// A forward of the layer's own kernels and its tensor-parallel all-reduces.
+    fn forward_time(&self, c: &LayerCost) -> f64 {
+        let kernels = match &self.compute {
+            Compute::Kernels(k) => k.forward(c),
+            Compute::Pinned(e) => self.roofline(*e, c.flops, c.bytes),
+        };
+        kernels + self.tensor_parallel_time(c)
+    }
+
+    /// The activation gradient: the products' input gradients, the attention core's backward,
+    /// the all-reduces, and what recompute redoes first (the attention core, or the whole
+    /// forward with its all-reduces).
+    fn backward_input_time(&self, c: &LayerCost, recompute: Recompute) -> f64 {
+        let own = match &self.compute {
+            Compute::Kernels(k) => {
+                let again = match recompute {
+                    Recompute::None => 0.0,
+                    Recompute::Selective => k.attention_forward(&c.attention),
+                    Recompute::Full => k.forward(c),
+                };
+                k.backward_input(c) + again
+            }
+            Compute::Pinned(e) => {
+                let scores = c.flops - c.weight_flops;
+                self.roofline(*e, c.weight_flops + 2.0 * scores + c.recompute_flops, c.bytes)
+            }
+        };
+        let all_reduces = if recompute == Recompute::Full { 2.0 } else { 1.0 };
+        own + all_reduces * self.tensor_parallel_time(c)
+    }
+
+    fn backward_weight_time(&self, c: &LayerCost) -> f64 {
+        match &self.compute {
+            Compute::Kernels(k) => k.backward_weight(c),
+            Compute::Pinned(e) => self.roofline(*e, c.weight_flops, c.bytes),
+        }
     }
 
     fn part_of(&self, layer: u64) -> &crate::plan::Part {
@@ -218,7 +309,11 @@ impl<'p> CostModel<'p> {
     /// weights, gradients and Adam state.
     pub fn optimizer_time(&self, layers: Range<u64>) -> f64 {
         let trainable: f64 = layers.filter(|l| !self.part_of(*l).frozen).map(|l| self.device_params(l..l + 1)).sum();
-        2.0 * (layers::ELEMENT + GRAD_BYTES + OPTIMIZER_BYTES) * trainable / self.plan.cluster.hardware.hbm_bandwidth
+        let bytes = 2.0 * (layers::ELEMENT + GRAD_BYTES + OPTIMIZER_BYTES) * trainable;
+        match &self.compute {
+            Compute::Kernels(k) => k.memory(bytes),
+            Compute::Pinned(_) => bytes / self.plan.cluster.hardware.hbm_bandwidth,
+        }
     }
 }
 
@@ -238,10 +333,7 @@ impl Costs for CostModel<'_> {
         layers
             .map(|l| match self.profiled(l).map(|p| p.forward_s).or(self.part_of(l).forward_time) {
                 Some(t) => t,
-                None => {
-                    let c = self.layer(l, mb);
-                    self.roofline(c.flops, c.bytes) + self.tensor_parallel_time(l, mb)
-                }
+                None => self.entry(l, mb).forward,
             })
             .sum()
     }
@@ -265,12 +357,7 @@ impl Costs for CostModel<'_> {
                         }
                     }
                     (None, Some(f)) => f,
-                    (None, None) => {
-                        let c = self.layer(l, mb);
-                        let scores = c.flops - c.weight_flops;
-                        self.roofline(c.weight_flops + 2.0 * scores + c.recompute_flops, c.bytes)
-                            + self.tensor_parallel_time(l, mb)
-                    }
+                    (None, None) => self.entry(l, mb).backward_input,
                 }
             })
             .sum()
@@ -287,10 +374,7 @@ impl Costs for CostModel<'_> {
                 match (part.backward_time, part.forward_time) {
                     (Some(t), _) => t / 2.0,
                     (None, Some(f)) => f,
-                    (None, None) => {
-                        let c = self.layer(l, mb);
-                        self.roofline(c.weight_flops, c.bytes)
-                    }
+                    (None, None) => self.entry(l, mb).backward_weight,
                 }
             })
             .sum()
