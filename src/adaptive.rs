@@ -3,17 +3,22 @@
 //! derived again: the resolved plan's form, chunk count and image splits stay, the body's
 //! stages, their ranks and each rank's canonical order are kept from the static plan, and the
 //! encoder's owners and slots are placed afresh in the body's idle time with the batch's own
-//! encode times (owner.rs's quick search: the greedy owners and the least head delay). The per-batch plan is validated and checked against device memory, and both it
-//! and the static plan are simulated on the batch: the faster runs, so adaptive is never slower
-//! than static on any batch.
+//! encode times (owner.rs's quick search: the greedy owners and the least head delay). The
+//! body's order stays up to which microbatch runs at each of its places: the microbatches of
+//! least encoder work go where the body leaves their encoder least room (the first to need
+//! features, and with a trainable encoder the last to give the gradient back). The per-batch
+//! plan is validated and checked against device memory, and both it and the static plan are
+//! simulated on the batch: the faster runs, so adaptive is never slower than static on any
+//! batch.
 
 use crate::algebra::{Fill, OwnerSpec, Skeleton};
 use crate::built::Built;
 use crate::cost::model::CostModel;
 use crate::derive::owner::Effort;
 use crate::derive::resolved::{Choices, Resolved};
+use crate::derive::transpose::Room;
 use crate::derive::{self, Derived, Placed};
-use crate::ir::{interpret, validate};
+use crate::ir::{PlanIr, interpret, validate};
 use crate::plan::Plan;
 use crate::sim::costs::ModelDurations;
 use crate::sim::report;
@@ -28,6 +33,9 @@ pub struct BatchPlan {
     pub static_s: f64,
     /// The per-batch plan's step, simulated, when it was derived and valid.
     pub adaptive_s: Option<f64>,
+    /// The microbatch the per-batch plan runs at each place of the static plan's body order
+    /// (`0, 1, …` where it keeps the static order), whether or not that plan runs.
+    pub order: Vec<u32>,
 }
 
 impl BatchPlan {
@@ -73,20 +81,28 @@ fn batch_choices(resolved: &Resolved) -> Option<Choices> {
 }
 
 /// A built plan placed again batch after batch: what does not depend on image sizes (the
-/// stages and their ranks, each rank's body order) is kept from the static plan, and each
-/// batch re-places only the encoder's work, with the quick owner search.
+/// stages and their ranks, each rank's body order up to which microbatch runs where) is kept
+/// from the static plan, and each batch re-places only the encoder's work, with the quick
+/// owner search.
 pub struct Adaptive<'b, 'p> {
     built: &'b Built<'p>,
-    /// The choices and the placed body batches are lowered on; `None` when there is no
-    /// encoder placed in idle time.
-    kept: Option<(Choices, Placed)>,
+    /// What batches are lowered on; `None` when there is no encoder placed in idle time.
+    kept: Option<Kept>,
+}
+
+struct Kept {
+    choices: Choices,
+    placed: Placed,
+    /// The room each place of the body order leaves the encoder, with the static plan's costs.
+    room: Room,
 }
 
 impl<'b, 'p> Adaptive<'b, 'p> {
     pub fn new(built: &'b Built<'p>) -> Adaptive<'b, 'p> {
-        let kept = batch_choices(&built.resolved).map(|choices| {
+        let kept = batch_choices(&built.resolved).and_then(|choices| {
             let placed = derive::placed(&built.resolved.effective(), &built.costs, choices.chunks);
-            (choices, placed)
+            let room = placed.room(&built.costs)?;
+            Some(Kept { choices, placed, room })
         });
         Adaptive { built, kept }
     }
@@ -94,21 +110,19 @@ impl<'b, 'p> Adaptive<'b, 'p> {
     /// The plan for one batch, given its image tokens per microbatch (a shorter list repeats,
     /// as `image_tokens` does).
     pub fn for_batch(&self, tokens: &[u64]) -> BatchPlan {
+        let m = self.built.plan().batch.microbatches as usize;
         let batch = batch_of(self.built.plan(), tokens);
         let model = CostModel::new(&batch);
         let static_s = makespan(&self.built.derived, &model);
-        let Some((choices, placed)) = &self.kept else {
-            return BatchPlan { derived: None, fallback: Some(Fallback::NoSlackEncoder), static_s, adaptive_s: None };
+        let Some(kept) = &self.kept else {
+            let order = (0..m as u32).collect();
+            return BatchPlan { fallback: Some(Fallback::NoSlackEncoder), order, ..ran_static(static_s) };
         };
-        let resolved = Resolved { plan: &batch, choices: choices.clone() };
-        let derived = derive::lower_batch(placed.clone(), &resolved, &model, Effort::Quick);
+        let work: Vec<(f64, f64)> = (0..m as u32).map(|mb| kept.placed.encoder_work(&model, mb)).collect();
+        let order = order(&kept.room, &work);
+        let derived = lowered(kept, &batch, &model, &order);
         if let Err(problems) = validate::validate(&derived.ir) {
-            return BatchPlan {
-                derived: None,
-                fallback: Some(Fallback::Invalid(problems)),
-                static_s,
-                adaptive_s: None,
-            };
+            return BatchPlan { fallback: Some(Fallback::Invalid(problems)), order, ..ran_static(static_s) };
         }
         let simulated = report::simulate(&derived, &model).report;
         let adaptive_s = Some(simulated.step_time_s);
@@ -119,7 +133,82 @@ impl<'b, 'p> Adaptive<'b, 'p> {
         } else {
             None
         };
-        BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s }
+        BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s, order }
+    }
+}
+
+/// A batch that runs the static plan, before saying why.
+fn ran_static(static_s: f64) -> BatchPlan {
+    BatchPlan { derived: None, fallback: None, static_s, adaptive_s: None, order: Vec::new() }
+}
+
+/// The batch's lists on the kept body, each place running the microbatch `order` gives it: the
+/// body is lowered with the tokens of the microbatch at each place, then each place named by
+/// its microbatch.
+fn lowered(kept: &Kept, batch: &Plan, model: &CostModel, order: &[u32]) -> Derived {
+    let placed_batch;
+    let placed_model;
+    let (plan, costs) = if order.iter().enumerate().all(|(k, &mb)| mb as usize == k) {
+        (batch, model)
+    } else {
+        // Places differ only where microbatches do: the batch has tokens.
+        let tokens = &batch.batch.image_tokens;
+        let at = |mb: u32| tokens[mb as usize % tokens.len()];
+        placed_batch = batch_of(batch, &order.iter().map(|&mb| at(mb)).collect::<Vec<_>>());
+        placed_model = CostModel::new(&placed_batch);
+        (&placed_batch, &placed_model)
+    };
+    let resolved = Resolved { plan, choices: kept.choices.clone() };
+    let mut derived = derive::lower_batch(kept.placed.clone(), &resolved, costs, Effort::Quick);
+    rename(&mut derived.ir, order);
+    derived
+}
+
+/// Which microbatch runs at each place of the body order: the microbatches by their encoder
+/// work, least first, to the places by their room, least first. A place's room is the idle
+/// time the body leaves before it needs the features, in encodes of the batch's mean, and with
+/// a trainable encoder at most the time from the gradient's return to the body's end, in
+/// backwards of the batch's mean: whichever end is tighter. Microbatches of equal work keep
+/// their order, so a batch of equal microbatches keeps the static order.
+fn order(room: &Room, work: &[(f64, f64)]) -> Vec<u32> {
+    let m = work.len();
+    let mean = |part: fn(&(f64, f64)) -> f64| work.iter().map(part).sum::<f64>() / m.max(1) as f64;
+    let (forward, backward) = (mean(|w| w.0), mean(|w| w.1));
+    let of = |time: Option<f64>, mean: f64| time.filter(|_| mean > 0.0).map_or(f64::INFINITY, |t| t / mean);
+    let places_room: Vec<f64> = (0..m).map(|k| of(room.before[k], forward).min(of(room.after[k], backward))).collect();
+    let mut places: Vec<usize> = (0..m).collect();
+    places.sort_by(|&a, &b| places_room[a].total_cmp(&places_room[b]).then(a.cmp(&b)));
+    let size = |mb: usize| work[mb].0 + work[mb].1;
+    let mut mbs: Vec<usize> = (0..m).collect();
+    mbs.sort_by(|&a, &b| size(a).total_cmp(&size(b)).then(a.cmp(&b)));
+    let mut order = vec![0; m];
+    let mut taken = 0;
+    for equal in mbs.chunk_by(|&a, &b| size(a) == size(b)) {
+        let mut at = places[taken..taken + equal.len()].to_vec();
+        at.sort_unstable();
+        for (&k, &mb) in at.iter().zip(equal) {
+            order[k] = mb as u32;
+        }
+        taken += equal.len();
+    }
+    order
+}
+
+/// `ir` lowered with each place of the body order standing for a microbatch, each place named
+/// by the microbatch `order` runs there.
+fn rename(ir: &mut PlanIr, order: &[u32]) {
+    for rank in &mut ir.ranks {
+        for instr in rank.instructions.iter_mut().chain(rank.prologue.iter_mut()) {
+            if let Some(mb) = instr.mb.as_mut() {
+                *mb = order[*mb as usize];
+            }
+        }
+    }
+    for owners in ir.owner.values_mut() {
+        let by_place = owners.clone();
+        for (k, owner) in by_place.into_iter().enumerate() {
+            owners[order[k] as usize] = owner;
+        }
     }
 }
 

@@ -55,9 +55,14 @@ fn adaptive_is_never_slower_than_static_and_its_step_is_what_the_interpreter_tim
                 assert_eq!(adaptive::makespan(derived, &model), batch.step_s());
                 let simulated = mpipe::sim::report::simulate(derived, &model).report;
                 assert_eq!(simulated.step_time_s, batch.step_s());
-                // What does not depend on image sizes stays: stages, their ranks, the body.
+                // What does not depend on image sizes stays: stages, their ranks, the body up
+                // to which microbatch runs at each of its places.
                 assert_eq!(derived.ir.stages, built.derived.ir.stages);
-                let body = |ir: &mpipe::ir::PlanIr| -> Vec<Vec<_>> {
+                let mut place = vec![0; batch.order.len()];
+                for (k, &mb) in batch.order.iter().enumerate() {
+                    place[mb as usize] = k as u32;
+                }
+                let body = |ir: &mpipe::ir::PlanIr, place: &dyn Fn(u32) -> u32| -> Vec<Vec<_>> {
                     let first = built.derived.ir.stages.iter().find(|s| s.rank.is_some()).unwrap().id;
                     ir.ranks
                         .iter()
@@ -65,18 +70,40 @@ fn adaptive_is_never_slower_than_static_and_its_step_is_what_the_interpreter_tim
                             r.instructions
                                 .iter()
                                 .filter(|i| i.op.is_compute() && i.stage.is_some_and(|s| s >= first))
-                                .map(|i| (i.op, i.stage, i.mb))
+                                .map(|i| (i.op, i.stage, i.mb.map(place)))
                                 .collect()
                         })
                         .collect()
                 };
-                assert_eq!(body(&derived.ir), body(&built.derived.ir));
+                assert_eq!(body(&derived.ir, &|mb| place[mb as usize]), body(&built.derived.ir, &|mb| mb));
             }
             (None, Some(Fallback::NotFaster)) => assert!(batch.adaptive_s.unwrap() >= batch.static_s),
             other => panic!("{tokens:?}: {:?}", other.1),
         }
     }
     assert!(placed > 0, "no sampled batch ran its own plan");
+}
+
+#[test]
+fn the_microbatches_of_least_encoder_work_run_where_the_body_leaves_least_room() {
+    let plan = example("paper_small.mpipe", "adaptive");
+    let built = mpipe::driver::build(&plan).unwrap();
+    let adaptive = adaptive::Adaptive::new(&built);
+    let m = plan.batch.microbatches as u32;
+    // Equal microbatches keep the static order.
+    assert_eq!(adaptive.for_batch(&[16384]).order, (0..m).collect::<Vec<_>>());
+    // A frozen encoder's room is the time before the first body stage needs the features: the
+    // microbatches without images go first, each group in its own order.
+    let tokens: Vec<u64> = (0..m).map(|mb| if mb % 2 == 0 { 32768 } else { 0 }).collect();
+    let batch = adaptive.for_batch(&tokens);
+    let (empty, full): (Vec<u32>, Vec<u32>) = (0..m).partition(|mb| mb % 2 == 1);
+    assert_eq!(batch.order, [empty, full].concat());
+    assert!(batch.fallback.is_none(), "{:?}", batch.fallback);
+    let derived = batch.derived.unwrap();
+    let first_stage = derived.ir.stages.iter().find(|s| s.rank.is_some()).unwrap().id;
+    let head = derived.ir.ranks.iter().find(|r| r.instructions.iter().any(|i| i.stage == Some(first_stage))).unwrap();
+    let first_forward = head.instructions.iter().find(|i| i.stage == Some(first_stage)).unwrap();
+    assert_eq!(first_forward.mb, Some(1));
 }
 
 #[test]
@@ -109,10 +136,19 @@ fn mean_gain(name: &str, mixes: &[&[(u64, f64)]], samples: usize, full: Option<u
             fixed += batch.static_s;
             placed += batch.step_s();
             if full.is_some_and(|f| k % f == 0) {
-                let batch_plan = adaptive::batch_of(&plan, &tokens);
-                let again = mpipe::driver::build(&batch_plan).unwrap().evaluate().report.step_time_s;
-                println!("{name} {tokens:?}: adaptive {:.4} s, full re-derivation {again:.4} s", batch.step_s());
-                assert!(batch.step_s() <= again * 1.01, "{tokens:?}: {} against {again}", batch.step_s());
+                // Derived in full as the batch comes, and with its microbatches in adaptive's order.
+                let ordered: Vec<u64> = batch.order.iter().map(|&mb| tokens[mb as usize]).collect();
+                let again = |tokens: &[u64]| {
+                    let batch_plan = adaptive::batch_of(&plan, tokens);
+                    mpipe::driver::build(&batch_plan).unwrap().evaluate().report.step_time_s
+                };
+                let (as_drawn, in_order) = (again(&tokens), again(&ordered));
+                println!(
+                    "{name} {tokens:?}: adaptive {:.4} s, full re-derivation {as_drawn:.4} s, in adaptive's order {in_order:.4} s",
+                    batch.step_s()
+                );
+                assert!(batch.step_s() <= as_drawn * 1.01, "{tokens:?}: {} against {as_drawn}", batch.step_s());
+                assert!(batch.step_s() <= in_order * 1.01, "{ordered:?}: {} against {in_order}", batch.step_s());
             }
         }
         let n = samples as f64;
@@ -137,9 +173,8 @@ fn held_out_mixes_on_paper_small() {
         &[(32768, 4.0), (16384, 2.0), (8192, 2.0), (4096, 1.0), (0, 3.0)],
     ];
     let mean = mean_gain("paper_small.mpipe", &mixes, 16, Some(8));
-    // Issue 25 asked for 1.015x under the single-efficiency roofline (1.029x there); the kernel
-    // model makes the LLM's causal attention dearer against the encoder, and the gain 1.0135x.
-    assert!(mean >= 1.01, "{mean}");
+    // Issue 25's target.
+    assert!(mean >= 1.015, "{mean}");
 }
 
 /// The paper_512 mixes of issue 25's table, fewer batches; none derived in full here (a build

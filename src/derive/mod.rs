@@ -85,6 +85,20 @@ pub struct Placed {
     graph: OrderGraph,
 }
 
+impl Placed {
+    /// The room each place of the body order leaves its microbatch's encoder work, timed with
+    /// `costs`; `None` without an encoder.
+    pub fn room(&self, costs: &dyn Costs) -> Option<transpose::Room> {
+        transpose::room(&self.graph, &self.placement, costs)
+    }
+
+    /// Microbatch `mb`'s encoder work with `costs`: its whole encode, and a trainable encoder's
+    /// backward of it.
+    pub fn encoder_work(&self, costs: &dyn Costs, mb: u32) -> (f64, f64) {
+        transpose::encoder_work(&self.placement, costs, mb)
+    }
+}
+
 /// The stages of `plan` placed with `chunks` encoder chunks, and its body ordered.
 pub fn placed(plan: &Plan, costs: &dyn Costs, chunks: u32) -> Placed {
     let placement = placement::place_chunked(plan, costs, chunks.max(1));

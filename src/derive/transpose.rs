@@ -139,6 +139,50 @@ fn deadline(g: &OrderGraph, start: &[f64], first: u32, mb: u32) -> f64 {
     g.find(Op::Forward, first, mb).map_or(0.0, |n| start[n.index()])
 }
 
+/// A trainable encoder's backward of one microbatch's whole encode (none when frozen).
+fn backward_of_encode(placement: &Placement, enc: &Encoder, costs: &dyn Costs, mb: u32) -> f64 {
+    if !enc.trainable {
+        return 0.0;
+    }
+    let layers = |s: u32| placement.stages[s as usize].layers.clone();
+    enc.stages().map(|s| cost::compute_time(costs, Op::Backward, layers(s), mb)).sum()
+}
+
+/// One microbatch's encoder work: its whole encode and a trainable encoder's backward of it.
+pub(super) fn encoder_work(placement: &Placement, costs: &dyn Costs, mb: u32) -> (f64, f64) {
+    placement
+        .encoder
+        .map_or((0.0, 0.0), |enc| (encode(placement, &enc, costs, mb), backward_of_encode(placement, &enc, costs, mb)))
+}
+
+/// The room each place of the body order leaves the encoder work of the microbatch that runs
+/// there, in the body-only schedule (transfers free), by place (the microbatch label of the
+/// canonical order).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Room {
+    /// When the first body stage needs the features; `None` with lookahead (encoded the step
+    /// before).
+    pub before: Vec<Option<f64>>,
+    /// From the feature gradient's return to the body's end; `None` for a frozen encoder.
+    pub after: Vec<Option<f64>>,
+}
+
+pub(super) fn room(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> Option<Room> {
+    let enc = placement.encoder?;
+    let (start, end) = body_times(g, placement, costs);
+    let first = placement.body.first;
+    let body_end = end.iter().cloned().fold(0.0, f64::max);
+    let places = 0..placement.body.shape.microbatches;
+    let before = places.clone().map(|mb| (!enc.lookahead).then(|| deadline(g, &start, first, mb))).collect();
+    let after = places
+        .map(|mb| {
+            let gradient = g.find(Op::BackwardInput, first, mb).or_else(|| g.find(Op::Backward, first, mb));
+            gradient.filter(|_| enc.trainable).map(|n| body_end - end[n.index()])
+        })
+        .collect();
+    Some(Room { before, after })
+}
+
 fn bounds(
     g: &OrderGraph,
     placement: &Placement,
@@ -155,14 +199,8 @@ fn bounds(
         let n = g.find(Op::BackwardInput, first, mb).or_else(|| g.find(Op::Backward, first, mb));
         n.map_or(0.0, |n| end[n.index()])
     };
-    let layers = |s: u32| placement.stages[s as usize].layers.clone();
     let encode = |mb: u32| encode(placement, enc, costs, mb);
-    let backward = |mb: u32| -> f64 {
-        if !enc.trainable {
-            return 0.0;
-        }
-        enc.stages().map(|s| cost::compute_time(costs, Op::Backward, layers(s), mb)).sum()
-    };
+    let backward = |mb: u32| backward_of_encode(placement, enc, costs, mb);
     let by = |key: &dyn Fn(u32) -> f64, last: bool| {
         (0..m).min_by(|a, b| {
             let order = key(*a).total_cmp(&key(*b)).then(a.cmp(b));
