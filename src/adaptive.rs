@@ -11,8 +11,11 @@
 //! simulated on the batch: the faster runs, so adaptive is never slower than static on any
 //! batch.
 
+use std::ops::Range;
+
 use crate::algebra::{Fill, OwnerSpec, Skeleton};
 use crate::built::Built;
+use crate::cost::Costs;
 use crate::cost::model::CostModel;
 use crate::derive::owner::Effort;
 use crate::derive::resolved::{Choices, Resolved};
@@ -143,25 +146,42 @@ fn ran_static(static_s: f64) -> BatchPlan {
 }
 
 /// The batch's lists on the kept body, each place running the microbatch `order` gives it: the
-/// body is lowered with the tokens of the microbatch at each place, then each place named by
+/// body is lowered with the costs of the microbatch at each place, then each place named by
 /// its microbatch.
 fn lowered(kept: &Kept, batch: &Plan, model: &CostModel, order: &[u32]) -> Derived {
-    let placed_batch;
-    let placed_model;
-    let (plan, costs) = if order.iter().enumerate().all(|(k, &mb)| mb as usize == k) {
-        (batch, model)
-    } else {
-        // Places differ only where microbatches do: the batch has tokens.
-        let tokens = &batch.batch.image_tokens;
-        let at = |mb: u32| tokens[mb as usize % tokens.len()];
-        placed_batch = batch_of(batch, &order.iter().map(|&mb| at(mb)).collect::<Vec<_>>());
-        placed_model = CostModel::new(&placed_batch);
-        (&placed_batch, &placed_model)
-    };
-    let resolved = Resolved { plan, choices: kept.choices.clone() };
-    let mut derived = derive::lower_batch(kept.placed.clone(), &resolved, costs, Effort::Quick);
+    let resolved = Resolved { plan: batch, choices: kept.choices.clone() };
+    let costs = AtPlaces { costs: model, order };
+    let mut derived = derive::lower_batch(kept.placed.clone(), &resolved, &costs, Effort::Quick);
     rename(&mut derived.ir, order);
     derived
+}
+
+/// The batch's costs with each place of the body order standing for the microbatch that runs
+/// there.
+struct AtPlaces<'a> {
+    costs: &'a dyn Costs,
+    order: &'a [u32],
+}
+
+impl Costs for AtPlaces<'_> {
+    fn forward(&self, layers: Range<u64>, place: u32) -> f64 {
+        self.costs.forward(layers, self.order[place as usize])
+    }
+    fn backward_input(&self, layers: Range<u64>, place: u32) -> f64 {
+        self.costs.backward_input(layers, self.order[place as usize])
+    }
+    fn backward_weight(&self, layers: Range<u64>, place: u32) -> f64 {
+        self.costs.backward_weight(layers, self.order[place as usize])
+    }
+    fn backward(&self, layers: Range<u64>, place: u32) -> f64 {
+        self.costs.backward(layers, self.order[place as usize])
+    }
+    fn transfer(&self, layers: Range<u64>, place: u32, share: f64, from: u32, to: u32) -> f64 {
+        self.costs.transfer(layers, self.order[place as usize], share, from, to)
+    }
+    fn send_occupies(&self) -> bool {
+        self.costs.send_occupies()
+    }
 }
 
 /// Which microbatch runs at each place of the body order: the microbatches by their encoder
