@@ -185,8 +185,8 @@ impl Costs for AtPlaces<'_> {
 }
 
 /// Which microbatch runs at each place of the body order: the microbatches by their encoder
-/// work, least first, to the places by their room, least first. A place's room is the idle
-/// time the body leaves before it needs the features, in encodes of the batch's mean, and with
+/// work, least first, to the places by their room, least first. A place's room is the time
+/// before the first body stage needs its features, in encodes of the batch's mean, and with
 /// a trainable encoder at most the time from the gradient's return to the body's end, in
 /// backwards of the batch's mean: whichever end is tighter. Microbatches of equal work keep
 /// their order, so a batch of equal microbatches keeps the static order.
