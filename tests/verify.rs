@@ -258,8 +258,10 @@ fn derived_plan(sets: &[String]) -> String {
     plan
 }
 
-/// A trainable encoder that recomputes: derive may run a chunk's backward on another rank.
-const RECOMPUTED: &[&str] = &["model.enc.frozen=false", "model.enc.recompute=full"];
+/// A trainable encoder that recomputes, with images of twice the plan's tokens: derive runs
+/// some chunks' backwards on another rank (with the plan's own 4096 tokens the kernel model
+/// finds no idle window at P = 2 worth the move).
+const RECOMPUTED: &[&str] = &["model.enc.frozen=false", "model.enc.recompute=full", "batch.image_tokens=8192"];
 
 /// Two replicas of two pipeline ranks: each replica runs its own microbatches, and the dp
 /// all-reduce must turn their gradients into the single process's over all of them.
