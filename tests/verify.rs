@@ -496,6 +496,36 @@ fn launch_sh_runs_under_torchrun() {
     assert_eq!(losses[0], losses[1], "the compact plan trains as the readable one does");
 }
 
+/// An adaptive plan's launcher: each step runs the plan `mpipec adapt` derives for its batch
+/// (the command `mpipec build` writes into torch/adaptive.json), and the run says so; without
+/// that file the launcher refuses before starting any process.
+#[test]
+fn launch_sh_runs_an_adaptive_plan_per_batch() {
+    let sets = ["owner=adaptive", "cluster.pp=2", "cluster.devices=2", "batch.microbatches=4"].map(String::from);
+    let out_dir = std::env::temp_dir().join(format!("mpipec-launch-adaptive-{}", std::process::id()));
+    build_torch(VLM, "readable", &out_dir, &sets);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let launch = |dir: &std::path::Path| {
+        let _turn = turn();
+        Command::new("bash")
+            .arg(dir.join("torch/launch.sh"))
+            .env("PYTHON", python())
+            .env("MPIPE_STEPS", "3")
+            .env("MASTER_PORT", port.to_string())
+            .output()
+            .unwrap()
+    };
+    let run = launch(&out_dir);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("step 2: loss ") && stdout.contains("per-batch plans: 3 steps, "), "{stdout}");
+    std::fs::remove_file(out_dir.join("torch/adaptive.json")).unwrap();
+    let run = launch(&out_dir);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("adaptive.json is missing"));
+}
+
 /// A plan whose encodes are split by images across ranks (4 images a sequence): each part
 /// encodes only its images, the first stage gathers them; frozen and trainable, on 2 and 4
 /// processes. That derive splits these plans is checked here too, so the runs cannot pass

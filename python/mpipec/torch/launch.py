@@ -104,7 +104,21 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
                   dp_rank=groups.dp_rank, microbatches=m)
     if ahead is not None:
         record.update(summary=ahead.close(), digests=ahead.digests, handed_over=ex.handed_over)
+        if print_losses and groups.dp_rank == 0 and groups.pp_rank == 0:
+            print(record["summary"], flush=True)
     return record
+
+
+def _adaptive(path):
+    """What adaptive.json adds to the adapter's configuration (the configuration wins)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise SystemExit(
+            f"{path} is missing: the plan's owner is adaptive and its launcher starts `mpipec adapt` from it; "
+            "write the build with `mpipec build` (or Plan.build), which writes it"
+        ) from None
 
 
 def main(argv=None):
@@ -113,9 +127,12 @@ def main(argv=None):
     ap.add_argument("--config", help="the adapter's configuration (JSON); default: the miniature's")
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--backend", help="nccl, hccl or gloo (default: by what is present, or MPIPEC_BACKEND)")
+    ap.add_argument("--adaptive", help="adaptive.json of an `owner adaptive` plan: the `mpipec adapt` command")
     a = ap.parse_args(argv)
     with open(a.config) as f:
         config = json.load(f)
+    if a.adaptive:
+        config = {**_adaptive(a.adaptive), **config}
     device = devices.init(a.backend)
     run(a.plan, adapters.load(config.get("adapter", "miniature")), config, a.steps, device, print_losses=True)
     dist.barrier()
