@@ -30,17 +30,11 @@ import statistics
 import sys
 import time
 
-EXIT_MISSING = 2
+from .._requires import packages
+
 if __name__ == "__main__":
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        sys.stderr.write(
-            f"error: `{sys.executable}` cannot import torch\n"
-            "help: run `scripts/torch-env` from an mpipec checkout, or point --python or MPIPEC_PYTHON at a\n"
-            "      Python that has torch\n"
-        )
-        sys.exit(EXIT_MISSING)
+    packages(["torch"], "run `scripts/torch-env` from an mpipec checkout, or point --python or MPIPEC_PYTHON at a\n"
+             "      Python that has torch")
 
 import argparse  # noqa: E402
 
