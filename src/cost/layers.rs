@@ -167,7 +167,8 @@ struct Widths {
     kind: Mlp,
     /// Routed copies of a token (MoE).
     routed: f64,
-    /// Queries' and keys' widths, and whether a rotary embedding turns them (decoders).
+    /// Queries' and keys' widths, and whether a rotary embedding turns them: in every decoder
+    /// (the language says nothing of position embeddings; the eager count is for Llama's kind).
     queries: f64,
     keys: f64,
     rotary: bool,
