@@ -558,3 +558,97 @@ fn chunks_and_halves_are_told_apart() {
     let ascii = mpipe::sim::timeline::ascii(&derived.ir, &sim.timeline, 40);
     assert!(ascii.contains('f') && ascii.contains('F'), "{ascii}");
 }
+
+// ---- how a training stack runs a layer: per-op recompute, eager kernels, sharded weights ----
+
+/// Llama 3 8B on eight H100s, one microbatch of two 8192-token sequences, as torchtitan runs it
+/// on one node; `extra` goes into the part and `cluster` into the cluster.
+fn llama_8b(extra: &str, cluster: &str) -> mpipe::plan::Plan {
+    let text = format!(
+        "use std::models::llama3_8b;\nuse std::hardware::h100_sxm;\nmodel m {{ llm = llama3_8b {{ {extra} }} }}\n\
+         cluster {{ hardware = h100_sxm; devices = 8; pp = 1; dp = 8; {cluster} }}\n\
+         batch {{ microbatches = 1; micro_batch_size = 2; seq_len = 8192; }}\ncut llm;\nschedule 1f1b;\n"
+    );
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.into_bytes(), &MemoryLoader::new());
+    checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()))
+}
+
+#[test]
+fn per_op_recompute_runs_every_second_product_again_and_keeps_the_others() {
+    let plan = llama_8b("recompute = ops;", "");
+    let model = mpipe::cost::model::CostModel::new(&plan);
+    let c = model.layer(1, 0);
+    // torchtitan's order: wq, wk, wv, wo, w1, w3, w2; the second, fourth and sixth run again.
+    let again: Vec<f64> = c.recomputed.iter().map(|g| g.n).collect();
+    assert_eq!(again, [1024.0, 4096.0, 14336.0]);
+    // Kept: the input, the outputs of wq, wv, w1, w2 and of the attention core, in bf16.
+    let tokens = 2.0 * 8192.0;
+    let kept = 2.0 * tokens * (4096.0 + 4096.0 + 1024.0 + 14336.0 + 4096.0 + 4096.0);
+    assert!(close(c.activations, kept), "{} != {kept}", c.activations);
+    // Every second product is about a third of the layer's product FLOPs: less than full
+    // recompute, more than Megatron's selective (the attention core alone).
+    let time = |r: &str| {
+        let plan = llama_8b(&format!("recompute = {r};"), "");
+        mpipe::cost::Costs::backward(&mpipe::cost::model::CostModel::new(&plan), 1..2, 0)
+    };
+    assert!(
+        time("none") < time("ops") && time("ops") < time("full"),
+        "{} {} {}",
+        time("none"),
+        time("ops"),
+        time("full")
+    );
+}
+
+#[test]
+fn eager_kernels_move_what_each_operation_reads_and_writes() {
+    let elementwise = |fused: bool| {
+        let plan = llama_8b("", &format!("fused_kernels = {fused};"));
+        mpipe::cost::model::CostModel::new(&plan).layer(1, 0).elementwise / (2.0 * 8192.0)
+    };
+    let (h, q, kv, ffn) = (4096.0, 4096.0, 1024.0, 14336.0);
+    // Fused: norms and adds read and write the hidden state (10 tensors), SwiGLU reads 2, writes 1.
+    assert!(close(elementwise(true), 2.0 * (10.0 * h + 3.0 * ffn)));
+    // Eager: two fp32 RMSNorms (36 bytes an element), the adds (12), rotary on queries and keys
+    // (20), keys and values copied to every head, the attention output made contiguous, SiLU
+    // and the product apart (10).
+    let eager = 2.0 * 36.0 * h + 12.0 * h + 20.0 * (q + kv) + 4.0 * (kv + q) + 4.0 * q + 10.0 * ffn;
+    assert!(close(elementwise(false), eager), "{} != {eager}", elementwise(false));
+}
+
+#[test]
+fn sharded_weights_wait_only_for_what_the_layers_do_not_hide() {
+    // Pinned compute: so long that every collective but the first gather and the last
+    // reduce-scatter hides behind it, and so short that none does.
+    let exposed = |seconds: f64| {
+        let plan = llama_8b(
+            &format!("forward_time = {seconds}s; backward_time = {}s;", 2.0 * seconds),
+            "shard_weights = true;",
+        );
+        let model = mpipe::cost::model::CostModel::new(&plan);
+        let layers: Vec<u64> = (0..32).collect();
+        let link = model.dp_link(0);
+        let gather = |l: u64| model.gather(2.0 * model.device_params(l..l + 1), 8, link);
+        let reduce = |l: u64| model.gather(4.0 * model.device_params(l..l + 1), 8, link);
+        let all = layers.iter().map(|&l| gather(l) + reduce(l)).sum::<f64>() + (0..31).map(gather).sum::<f64>();
+        (model.sharded_collectives(&layers, link), gather(0) + reduce(0), all)
+    };
+    let (long, ends, _) = exposed(1000.0);
+    assert!(close(long, ends), "{long} != {ends}");
+    let (short, _, all) = exposed(1e-9);
+    assert!(close(short, all), "{short} != {all}");
+    // Weights, gradients and Adam state all divided over dp; the optimizer steps its share.
+    let model_of = |cluster: &str| llama_8b("", cluster);
+    let (sharded, zero1, whole) =
+        (model_of("shard_weights = true;"), model_of("distributed_optimizer = true;"), model_of(""));
+    let (s, z, w) = (
+        mpipe::cost::model::CostModel::new(&sharded),
+        mpipe::cost::model::CostModel::new(&zero1),
+        mpipe::cost::model::CostModel::new(&whole),
+    );
+    let params = w.device_params(0..32);
+    assert!(close(s.static_bytes(0..32), 18.0 * params / 8.0));
+    assert!(close(z.static_bytes(0..32), (6.0 + 12.0 / 8.0) * params));
+    assert!(close(s.optimizer_time(0..32), w.optimizer_time(0..32) / 8.0));
+    assert!(close(z.optimizer_time(0..32), s.optimizer_time(0..32)));
+}

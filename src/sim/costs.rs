@@ -49,6 +49,11 @@ impl ModelDurations<'_> {
         let m = self.model;
         let c = &m.plan().cluster;
         let (name, k) = if group == Some(Group::Pp) { ("pp", c.pp) } else { ("dp", c.dp) };
+        if c.shard_weights && group != Some(Group::Pp) {
+            // Sharded weights reduce-scatter beside the backward: what the step waits for.
+            let order: Vec<u64> = layers.into_iter().flatten().collect();
+            return m.sharded_collectives(&order, m.dp_link(rank));
+        }
         let measured = m.measured().and_then(|p| layers.iter().map(|l| p.all_reduce(l.clone(), name, k)).sum());
         measured.unwrap_or_else(|| {
             let grads: f64 = layers.into_iter().map(|l| m.grad_bytes(l)).sum();
