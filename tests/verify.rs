@@ -606,6 +606,9 @@ fn a_profile_predicts_a_held_out_plans_step() {
     let kinds: Vec<&str> = profile.layers.keys().map(String::as_str).collect();
     assert_eq!(kinds, ["decoder", "decoder:first", "decoder:last"]);
     assert!(profile.runtime.is_some() && profile.p2p.is_some() && profile.all_reduce.contains_key("pp"));
+    // The host's cores, which the simulator shares among a plan's ranks, and one thread each.
+    let host = profile.host.expect("device.cores and device.threads");
+    assert!(host.cores >= 1 && host.threads == 1, "{host:?}");
     let args = ["--procs", "3", "--profile", file.to_str().unwrap()];
     let out = verify_with(LM, &args, &["batch.microbatches=6".into()], &[]);
     let _ = std::fs::remove_dir_all(&dir);
