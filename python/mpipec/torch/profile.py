@@ -218,7 +218,8 @@ def _receive(peer, device):
 
 
 def p2p(rank, device, sync):
-    """One-way seconds per message size between ranks 0 and 1 (half a round trip)."""
+    """Per message size between ranks 0 and 1: (bytes, one-way seconds (half a round trip),
+    and on a CPU the seconds of this rank's CPU a round trip takes, else None)."""
     points = []
     for n in P2P_ELEMENTS:
         t = torch.ones(n, device=device)
@@ -233,8 +234,19 @@ def p2p(rank, device, sync):
 
         dist.barrier()
         seconds = timed(sync, lambda: round_trip, MESSAGE_REPEATS)
-        points.append((n * t.element_size(), seconds / 2))
+        cpu = timed(sync, lambda: round_trip, clock=time.thread_time) if device.type == "cpu" else None
+        points.append((n * t.element_size(), seconds / 2, cpu))
     return points
+
+
+def flights(first, second):
+    """(bytes, seconds in flight) from both ranks' `p2p` points. On a CPU the simulator charges
+    what a send and a receive cost the rank's CPU to the instructions (`send_s`, `recv_s`), so
+    the flight is the rest: one way is half the round trip less half what both ranks' CPUs
+    spent on it (each one send and one receive)."""
+    if second is None or first[0][2] is None:
+        return [(n, t) for n, t, _ in first]
+    return [(n, max(t - (a + b) / 2, 0.0)) for (n, t, a), (_, _, b) in zip(first, second)]
 
 
 def all_reduce(group, device, sync):
@@ -451,7 +463,7 @@ def profile(run_dir, backend=None):
     )
     by_rank = {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
     if by_rank.get(0, {}).get("p2p"):
-        out["p2p"] = alpha_beta_p2p(by_rank[0]["p2p"])
+        out["p2p"] = alpha_beta_p2p(flights(by_rank[0]["p2p"], by_rank.get(1, {}).get("p2p")))
     all_reduce_fits = {}
     for group, k in (("pp", plan["pipeline"]["ranks"]), ("dp", plan["pipeline"]["dp"])):
         timed_lists = [r[group] for r in ranks if r[group]]
