@@ -8,18 +8,22 @@ adapter's model) and request.json (each layer kind and a layer of that kind, the
 what the profile says of the model and shapes). This writes DIR/profile.json:
 
 - per layer kind, one layer run alone at the plan's shapes: forward, backward-input,
-  backward-weight and the fused backward (medians of timed repeats), the optimizer step over
-  its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
+  backward-weight and the fused backward (the fewest seconds of timed repeats), the optimizer
+  step over its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
 - point-to-point latency and bandwidth between two ranks, messages sent as the executor sends
   them (a header, then the tensor), fitted to t = α + n/β;
 - all-reduce over the plan's pipeline group (and data-parallel group, with dp) at a few sizes,
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
 - the runtime's per-instruction costs: the plan run for a few steps by the executor, every
-  instruction timed, set against the layer times above.
+  instruction timed, set against the layer times above (each op's ratio, `calibrate`);
+- on a CPU, the host's cores and the threads a process computes with: the simulator shares the
+  cores among a plan's ranks.
 
 Timings synchronise the device first (CUDA, NPU), so a GPU's asynchronous launches are timed
-to their end. The ranks are this machine's processes, one device each, forked (CPU) or
-spawned (CUDA and NPU, which cannot be forked once initialised) from this one.
+to their end. On a CPU the layers and the instructions are timed in the thread's CPU seconds,
+the work a core does whatever else the host runs; messages, which are waits, in the wall
+clock's. The ranks are this machine's processes, one device each, forked (CPU) or spawned (CUDA
+and NPU, which cannot be forked once initialised) from this one.
 """
 
 import datetime
