@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use crate::cost::model::CostModel;
 use crate::cost::{self, Costs};
-use crate::ir::interpret::Durations;
+use crate::ir::interpret::{Durations, Shared};
 use crate::ir::{Group, Instr, Op, PlanIr};
 
 pub struct ModelDurations<'a> {
@@ -99,6 +99,11 @@ impl Durations for ModelDurations<'_> {
     /// work, a receive included when its message is already there.
     fn instruction(&self, rank: u32, i: &Instr) -> f64 {
         self.work(rank, i) + self.model.measured().map_or(0.0, |p| p.overhead(i.op))
+    }
+
+    /// A profile taken on a CPU: the ranks share its host's cores.
+    fn shared(&self) -> Option<Shared> {
+        self.model.measured()?.shared(self.model.plan().cluster.dp)
     }
 
     fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {
