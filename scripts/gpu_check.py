@@ -22,6 +22,7 @@ TEXT = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_at
             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]})
 # One 896 x 896 image: 64 x 64 patches of 14 px, 4096 encoder tokens, 1024 after the 2 x 2 merge.
 GRID, SEQ = [1, 64, 64], 2048
+# transformers runs its layers eagerly (no torch.compile): fused_kernels = false.
 PLAN = """use std::hardware::{hw};
 use std::models::qwen2_5_vit;
 decoder qwen2_5_7b {{
@@ -29,7 +30,7 @@ decoder qwen2_5_7b {{
     vocab = 152064; mlp = swiglu; tied_embeddings = false;
 }}
 model vlm {{ enc = qwen2_5_vit {{ layers = 1; frozen = false; }} llm = qwen2_5_7b; }}
-cluster {{ hardware = {hw}; devices = 2; pp = 2; }}
+cluster {{ hardware = {hw}; devices = 2; pp = 2; fused_kernels = false; }}
 batch {{ microbatches = 4; seq_len = {seq}; image_tokens = {image}; }}
 cut enc + llm;
 schedule 1f1b;

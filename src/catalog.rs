@@ -46,7 +46,17 @@ pub fn models() -> Vec<ModelEntry> {
             };
             // Parameters do not depend on the batch: any sequence length gives the same count.
             let params = (0..arch.layers())
-                .map(|i| crate::cost::layers::layer(&part, i, 1.0, 1.0, (1.0, 1.0), true).params)
+                .map(|i| {
+                    crate::cost::layers::layer(
+                        &part,
+                        i,
+                        1.0,
+                        1.0,
+                        (1.0, 1.0),
+                        crate::cost::layers::Stack { flash: true, fused: true },
+                    )
+                    .params
+                })
                 .sum();
             out.push(ModelEntry { module, arch, params });
         }

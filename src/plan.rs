@@ -153,7 +153,11 @@ impl Arch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recompute {
     None,
+    /// Megatron's: the attention core again in backward, nothing else.
     Selective,
+    /// Per operation (torchtitan's `selective_ac_option = 'op'`): the attention core and every
+    /// other matrix product kept, the other products and every memory-bound kernel again.
+    Ops,
     Full,
 }
 
@@ -200,6 +204,9 @@ pub struct Cluster {
     pub tp: u64,
     pub ep: u64,
     pub distributed_optimizer: bool,
+    /// Weights and gradients sharded over dp too (ZeRO-3, FSDP): each layer's weights gathered
+    /// for its forward and its backward, its gradients reduce-scattered after.
+    pub shard_weights: bool,
     /// Fraction of peak compute every kernel reaches, when the plan pins one; otherwise the
     /// kernel model of `cost::kernels` times each kernel by its shape.
     pub efficiency: Option<f64>,
@@ -207,6 +214,9 @@ pub struct Cluster {
     pub overlap_comm: bool,
     /// Fused attention: the s×s score matrix is recomputed in backward, never stored.
     pub flash_attention: bool,
+    /// The memory-bound kernels between the products fused (Megatron's kernels, torch.compile);
+    /// false: eager PyTorch, one kernel per operation.
+    pub fused_kernels: bool,
     /// Measured costs (`profile = "file.json"` or `--profile`) the cost model prefers to its own.
     pub profile: Option<std::sync::Arc<crate::profile::Profile>>,
 }

@@ -48,6 +48,14 @@ pub struct AlphaBeta {
     pub beta_bytes_per_s: f64,
 }
 
+/// The host the processes ran on: its cores (those the processes may run on) and the threads
+/// each process computed with. Older profiles lack it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Host {
+    pub cores: u64,
+    pub threads: u64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelPart {
     pub name: String,
@@ -61,6 +69,7 @@ pub struct Profile {
     /// `cpu`, `cuda` or `npu`, and what the device calls itself.
     pub device_type: String,
     pub device_name: String,
+    pub host: Option<Host>,
     pub versions: BTreeMap<String, String>,
     /// `miniature`, `hf:FAMILY` or a model directory.
     pub model_source: String,
@@ -162,6 +171,23 @@ fn runtime(v: &Value) -> Result<Runtime, Malformed> {
     })
 }
 
+/// `device.cores` and `device.threads`, both or neither (a profile from before they were kept).
+fn host(device: &Value) -> Result<Option<Host>, Malformed> {
+    let whole = |key: &str| match device.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => match x.as_u64() {
+            Some(n) if n > 0 => Ok(Some(n)),
+            _ => Err(malformed(&join("device", key), "must be a whole number above 0")),
+        },
+    };
+    match (whole("cores")?, whole("threads")?) {
+        (Some(cores), Some(threads)) => Ok(Some(Host { cores, threads })),
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(malformed("device.cores", "is missing (`device.threads` is there)")),
+        (Some(_), None) => Err(malformed("device.threads", "is missing (`device.cores` is there)")),
+    }
+}
+
 fn parts(v: &Value) -> Result<Vec<ModelPart>, Malformed> {
     let list = at(v, "model", "parts")?.as_array().ok_or_else(|| malformed("model.parts", "must be a list"))?;
     list.iter()
@@ -215,6 +241,7 @@ pub fn parse(text_of_file: &str) -> Result<Profile, Malformed> {
         date: text(&v, "", "date")?,
         device_type: text(device, "device", "type")?,
         device_name: text(device, "device", "name")?,
+        host: host(device)?,
         versions,
         model_source: text(model, "model", "source")?,
         parts: parts(model)?,

@@ -335,9 +335,14 @@ fn measured_profiles_become_per_layer_costs() {
 /// A profile of the unit plan's decoder `lm` (two layers: `lm:first`, `lm:last`) with hand
 /// numbers: `layers` its `layers` object, `extra` further top-level fields.
 fn unit_profile(layers: &str, extra: &str) -> String {
+    host_profile(layers, "", extra)
+}
+
+/// `unit_profile` with `host` added to its `device` (`, "cores": 2, "threads": 1`).
+fn host_profile(layers: &str, host: &str, extra: &str) -> String {
     format!(
         r#"{{"format": 1, "date": "2026-12-04T00:00:00Z",
- "device": {{"type": "cpu", "name": "ideal test machine", "count": 2, "backend": "gloo"}},
+ "device": {{"type": "cpu", "name": "ideal test machine", "count": 2, "backend": "gloo"{host}}},
  "versions": {{"torch": "test"}},
  "model": {{"source": "test", "parts": [{{"name": "llm", "arch": "lm", "layers": 2}}]}},
  "shapes": {{"micro_batch_size": 1, "seq_len": 16}},
@@ -347,8 +352,66 @@ fn unit_profile(layers: &str, extra: &str) -> String {
 
 fn profiled(profile: &str, sets: &[(String, String)]) -> mpipe::driver::Compiled {
     let plan = unit_plan(2, 1, "1f1b", 1, None).replace("pp = 2;", "pp = 2; profile = \"p.json\";");
-    let loader = MemoryLoader::new().with("plan.mpipe", &plan).with("p.json", profile);
-    mpipe::driver::load("plan.mpipe", "plan.mpipe", plan.into_bytes(), &loader).check(&loader, sets)
+    profiled_plan(&plan, profile, sets)
+}
+
+fn profiled_plan(plan: &str, profile: &str, sets: &[(String, String)]) -> mpipe::driver::Compiled {
+    let loader = MemoryLoader::new().with("plan.mpipe", plan).with("p.json", profile);
+    mpipe::driver::load("plan.mpipe", "plan.mpipe", plan.as_bytes().to_vec(), &loader).check(&loader, sets)
+}
+
+/// The step of 1F1B on 3 ranks, 3 microbatches, f = 1 and b = 2 a stage, free transfers and
+/// no runtime costs, its profile taken on a CPU of `host` (`, "cores": C, "threads": T`), `dp`
+/// replicas.
+fn shared_1f1b(host: &str, dp: u32) -> f64 {
+    let layer = r#"{"forward_s": 1, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": 2, "optimizer_s": 0, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}"#;
+    let layers = format!(r#"{{"lm:first": {layer}, "lm": {layer}, "lm:last": {layer}}}"#);
+    let extra = r#", "runtime": {"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0},
+ "p2p": {"alpha_s": 0, "beta_bytes_per_s": 1e9}, "all_reduce": {"dp": {"alpha_s": 0, "beta_bytes_per_s": 1e9}}"#;
+    let profile = host_profile(&layers, host, extra).replace(r#""layers": 2"#, r#""layers": 3"#);
+    let plan = unit_plan(3, 3, "1f1b", 1, None)
+        .replace("devices = 3; pp = 3;", &format!("devices = {}; pp = 3; dp = {dp}; profile = \"p.json\";", 3 * dp));
+    let checked = profiled_plan(&plan, &profile, &[]);
+    let plan = checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+    let (_, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
+    sim.report.step_time_s
+}
+
+/// Ranks that are processes on a CPU host share its cores, each working rank at
+/// min(1, cores / working) of its speed. On 2 cores, by hand (F and B a rank's forward and
+/// backward, the rate of each working rank in brackets):
+/// 0–1 r0 F0 (1); 1–2 r0 F1, r1 F0 (1); 2–3.5 r0 F2, r1 F1, r2 F0 (2/3); 3.5–5.5 r2 B0 (1);
+/// 5.5–6.5 r1 B0, r2 F1 (1); 6.5–7.5 r1 B0 ends, r2 B1 (1); 7.5–9 r0 B0, r1 F2, r2 B1 (2/3:
+/// r1 and r2 end, r0 has 1 left); 9–10.5 r0 B0, r1 B1, r2 F2 (2/3: r0 and r2 end, r1 has 1
+/// left); 10.5–11.5 r1 B1, r2 B2 (1); 11.5–12.5 r0 B1, r2 B2 (1); 12.5–13.5 r0 B1, r1 B2 (1);
+/// 13.5–14.5 r1 B2; 14.5–16.5 r0 B2. A device each (3 cores, or a profile without its host)
+/// keeps (M + P − 1)(f + b) = 15; on 1 core every second is one rank's work, 3 · 3 · 3 = 27;
+/// 2 replicas on 4 cores are 2 cores a replica.
+#[test]
+fn ranks_on_one_cpu_host_share_its_cores() {
+    let cases = [
+        (r#", "cores": 2, "threads": 1"#, 1, 16.5),
+        (r#", "cores": 3, "threads": 1"#, 1, 15.0),
+        ("", 1, 15.0),
+        (r#", "cores": 1, "threads": 1"#, 1, 27.0),
+        (r#", "cores": 4, "threads": 2"#, 1, 16.5),
+        (r#", "cores": 4, "threads": 1"#, 2, 16.5),
+    ];
+    for (host, dp, expected) in cases {
+        let step = shared_1f1b(host, dp);
+        assert!(close(step, expected), "{host} dp {dp}: {step} != {expected}");
+    }
+}
+
+/// A profile names its host's cores and threads together, whole numbers above 0.
+#[test]
+fn a_profile_host_needs_cores_and_threads() {
+    let layers = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}}"#;
+    for (host, field) in [(r#", "cores": 2"#, "device.threads"), (r#", "cores": 0, "threads": 1"#, "device.cores")] {
+        let checked = profiled(&host_profile(layers, host, ""), &[]);
+        let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");
+        assert!(format!("{e:?}").contains(field), "{e:?}");
+    }
 }
 
 /// Measured layers, transfers and the runtime's per-instruction costs in place of the pinned
@@ -557,4 +620,98 @@ fn chunks_and_halves_are_told_apart() {
     assert!(doc.descendants().any(|n| n.has_tag_name("pattern")), "hatches are defined");
     let ascii = mpipe::sim::timeline::ascii(&derived.ir, &sim.timeline, 40);
     assert!(ascii.contains('f') && ascii.contains('F'), "{ascii}");
+}
+
+// ---- how a training stack runs a layer: per-op recompute, eager kernels, sharded weights ----
+
+/// Llama 3 8B on eight H100s, one microbatch of two 8192-token sequences, as torchtitan runs it
+/// on one node; `extra` goes into the part and `cluster` into the cluster.
+fn llama_8b(extra: &str, cluster: &str) -> mpipe::plan::Plan {
+    let text = format!(
+        "use std::models::llama3_8b;\nuse std::hardware::h100_sxm;\nmodel m {{ llm = llama3_8b {{ {extra} }} }}\n\
+         cluster {{ hardware = h100_sxm; devices = 8; pp = 1; dp = 8; {cluster} }}\n\
+         batch {{ microbatches = 1; micro_batch_size = 2; seq_len = 8192; }}\ncut llm;\nschedule 1f1b;\n"
+    );
+    let checked = mpipe::driver::compile("plan.mpipe", "plan.mpipe", text.into_bytes(), &MemoryLoader::new());
+    checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()))
+}
+
+#[test]
+fn per_op_recompute_runs_every_second_product_again_and_keeps_the_others() {
+    let plan = llama_8b("recompute = ops;", "");
+    let model = mpipe::cost::model::CostModel::new(&plan);
+    let c = model.layer(1, 0);
+    // torchtitan's order: wq, wk, wv, wo, w1, w3, w2; the second, fourth and sixth run again.
+    let again: Vec<f64> = c.recomputed.iter().map(|g| g.n).collect();
+    assert_eq!(again, [1024.0, 4096.0, 14336.0]);
+    // Kept: the input, the outputs of wq, wv, w1, w2 and of the attention core, in bf16.
+    let tokens = 2.0 * 8192.0;
+    let kept = 2.0 * tokens * (4096.0 + 4096.0 + 1024.0 + 14336.0 + 4096.0 + 4096.0);
+    assert!(close(c.activations, kept), "{} != {kept}", c.activations);
+    // Every second product is about a third of the layer's product FLOPs: less than full
+    // recompute, more than Megatron's selective (the attention core alone).
+    let time = |r: &str| {
+        let plan = llama_8b(&format!("recompute = {r};"), "");
+        mpipe::cost::Costs::backward(&mpipe::cost::model::CostModel::new(&plan), 1..2, 0)
+    };
+    assert!(
+        time("none") < time("ops") && time("ops") < time("full"),
+        "{} {} {}",
+        time("none"),
+        time("ops"),
+        time("full")
+    );
+}
+
+#[test]
+fn eager_kernels_move_what_each_operation_reads_and_writes() {
+    let elementwise = |fused: bool| {
+        let plan = llama_8b("", &format!("fused_kernels = {fused};"));
+        mpipe::cost::model::CostModel::new(&plan).layer(1, 0).elementwise / (2.0 * 8192.0)
+    };
+    let (h, q, kv, ffn) = (4096.0, 4096.0, 1024.0, 14336.0);
+    // Fused: norms and adds read and write the hidden state (10 tensors), SwiGLU reads 2, writes 1.
+    assert!(close(elementwise(true), 2.0 * (10.0 * h + 3.0 * ffn)));
+    // Eager: two fp32 RMSNorms (36 bytes an element), the adds (12), rotary on queries and keys
+    // (20), keys and values copied to every head, the attention output made contiguous, SiLU
+    // and the product apart (10).
+    let eager = 2.0 * 36.0 * h + 12.0 * h + 20.0 * (q + kv) + 4.0 * (kv + q) + 4.0 * q + 10.0 * ffn;
+    assert!(close(elementwise(false), eager), "{} != {eager}", elementwise(false));
+}
+
+#[test]
+fn sharded_weights_wait_only_for_what_the_layers_do_not_hide() {
+    // Pinned compute: so long that every collective but the first gather and the last
+    // reduce-scatter hides behind it, and so short that none does.
+    let exposed = |seconds: f64| {
+        let plan = llama_8b(
+            &format!("forward_time = {seconds}s; backward_time = {}s;", 2.0 * seconds),
+            "shard_weights = true;",
+        );
+        let model = mpipe::cost::model::CostModel::new(&plan);
+        let layers: Vec<u64> = (0..32).collect();
+        let link = model.dp_link(0);
+        let gather = |l: u64| model.gather(2.0 * model.device_params(l..l + 1), 8, link);
+        let reduce = |l: u64| model.gather(4.0 * model.device_params(l..l + 1), 8, link);
+        let all = layers.iter().map(|&l| gather(l) + reduce(l)).sum::<f64>() + (0..31).map(gather).sum::<f64>();
+        (model.sharded_collectives(&layers, link), gather(0) + reduce(0), all)
+    };
+    let (long, ends, _) = exposed(1000.0);
+    assert!(close(long, ends), "{long} != {ends}");
+    let (short, _, all) = exposed(1e-9);
+    assert!(close(short, all), "{short} != {all}");
+    // Weights, gradients and Adam state all divided over dp; the optimizer steps its share.
+    let model_of = |cluster: &str| llama_8b("", cluster);
+    let (sharded, zero1, whole) =
+        (model_of("shard_weights = true;"), model_of("distributed_optimizer = true;"), model_of(""));
+    let (s, z, w) = (
+        mpipe::cost::model::CostModel::new(&sharded),
+        mpipe::cost::model::CostModel::new(&zero1),
+        mpipe::cost::model::CostModel::new(&whole),
+    );
+    let params = w.device_params(0..32);
+    assert!(close(s.static_bytes(0..32), 18.0 * params / 8.0));
+    assert!(close(z.static_bytes(0..32), (6.0 + 12.0 / 8.0) * params));
+    assert!(close(s.optimizer_time(0..32), w.optimizer_time(0..32) / 8.0));
+    assert!(close(z.optimizer_time(0..32), s.optimizer_time(0..32)));
 }

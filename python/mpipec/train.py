@@ -29,21 +29,17 @@ an uninterrupted run gives, bit for bit. ``--check`` also runs the same steps in
 pipelining (fp32) and compares the loss and every gradient of each step.
 """
 
-import importlib.util
 import sys
 
-# The exit statuses mpipec reports: bad input (the data, the model, a checkpoint), a missing package.
-EXIT_INPUT, EXIT_MISSING = 1, 2
-# Before anything imports them: a Python without these is told how to get them.
-MISSING = [name for name in ("torch", "transformers", "PIL") if importlib.util.find_spec(name) is None]
-if __name__ == "__main__" and MISSING:
-    sys.stderr.write(
-        f"error: `{sys.executable}` cannot import {', '.join(MISSING)}\n"
-        "help: run `scripts/torch-env` from an mpipec checkout (it installs torch, transformers and Pillow into\n"
-        "      the cached environment `mpipec train` finds by itself), or point --python or MPIPEC_PYTHON at a\n"
-        "      Python that has them\n"
-    )
-    sys.exit(EXIT_MISSING)
+from ._requires import EXIT_MISSING, packages
+
+# The exit status mpipec reports for bad input (the data, the model, a checkpoint).
+EXIT_INPUT = 1
+if __name__ == "__main__":
+    packages(["torch", "transformers", "PIL"],
+             "run `scripts/torch-env` from an mpipec checkout (it installs torch, transformers and Pillow into\n"
+             "      the cached environment `mpipec train` finds by itself), or point --python or MPIPEC_PYTHON at a\n"
+             "      Python that has them")
 
 import argparse  # noqa: E402
 import json  # noqa: E402

@@ -83,7 +83,8 @@ pub fn parallel_flags(plan: &Plan) -> Vec<Flag> {
     if let Some((part, _)) = layout::decoder(plan) {
         match part.recompute {
             Recompute::None => {}
-            Recompute::Selective => flags.push(flag("--recompute-granularity", "selective")),
+            // Megatron has no per-op policy; its selective granularity is the nearest.
+            Recompute::Selective | Recompute::Ops => flags.push(flag("--recompute-granularity", "selective")),
             Recompute::Full => flags.extend([
                 flag("--recompute-granularity", "full"),
                 flag("--recompute-method", "uniform"),

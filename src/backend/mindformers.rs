@@ -156,7 +156,8 @@ fn config(resolved: &Resolved, body: &BodyStages) -> Map {
             "recompute_config",
             Map::new()
                 .set("recompute", recompute == Recompute::Full)
-                .set("select_recompute", recompute == Recompute::Selective)
+                // MindFormers' select_recompute is the nearest to a per-op policy too.
+                .set("select_recompute", matches!(recompute, Recompute::Selective | Recompute::Ops))
                 .set("parallel_optimizer_comm_recompute", false)
                 .set("mp_comm_recompute", true),
         )

@@ -132,7 +132,8 @@ fn recompute(r: crate::plan::Recompute) -> Value {
     use crate::plan::Recompute::*;
     match r {
         None => Value::Null,
-        Selective => json!("selective"),
+        // No per-op policy here either; selective is the nearest.
+        Selective | Ops => json!("selective"),
         Full => json!("full"),
     }
 }

@@ -5,6 +5,7 @@
 //! miniature `mpipec verify` runs: the plan's model with the same parts, layer counts and
 //! trainability, tiny and in fp32.
 
+use crate::algebra::OwnerSpec;
 use crate::ir::PlanIr;
 use crate::outputs::Artifact;
 use crate::plan::Plan;
@@ -35,10 +36,21 @@ pub fn artifacts(plan: &Plan, ir: &PlanIr) -> Vec<Artifact> {
         crate::outputs::COMPACT_PLAN
     ));
     launch.push_str("export PYTHONPATH=\"$here/python${PYTHONPATH:+:$PYTHONPATH}\"\n");
+    let mut args =
+        r#"--plan "$plan" --config "${MPIPE_CONFIG:-$here/config.json}" --steps "${MPIPE_STEPS:-1}""#.to_string();
+    if plan.owner == Some(OwnerSpec::Adaptive) {
+        // Each step runs its batch's own plan, from the `mpipec adapt` command `mpipec build`
+        // writes beside this script (the library knows no paths to write it).
+        launch.push_str(concat!(
+            "# Each step runs the plan its batch calls for: adaptive.json names the `mpipec adapt` command.\n",
+            "[ -f \"$here/adaptive.json\" ] || { echo \"$0: $here/adaptive.json is missing (mpipec build writes it)\" >&2; exit 2; }\n",
+        ));
+        args.push_str(r#" --adaptive "$here/adaptive.json""#);
+    }
     launch.push_str(&super::shell::torchrun(
         r#""${PYTHON:-python3}" -m torch.distributed.run"#,
         "-m mpipec.torch.launch",
-        r#"--plan "$plan" --config "${MPIPE_CONFIG:-$here/config.json}" --steps "${MPIPE_STEPS:-1}""#,
+        &args,
     ));
     let config = serde_json::to_string_pretty(&miniature_config(plan)).expect("json values serialise") + "\n";
     let mut out = vec![

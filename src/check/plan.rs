@@ -174,6 +174,7 @@ impl Ctx<'_> {
         }
         let recompute = match attrs.choice("recompute") {
             Some("selective") => Recompute::Selective,
+            Some("ops") => Recompute::Ops,
             Some("full") => Recompute::Full,
             _ => Recompute::None,
         };
@@ -247,9 +248,11 @@ impl Ctx<'_> {
             tp: f.count("tp").unwrap_or(1),
             ep: f.count("ep").unwrap_or(1),
             distributed_optimizer: f.boolean("distributed_optimizer").unwrap_or(false),
+            shard_weights: f.boolean("shard_weights").unwrap_or(false),
             efficiency: f.fraction("efficiency"),
             overlap_comm: f.boolean("overlap_comm").unwrap_or(true),
             flash_attention: f.boolean("flash_attention").unwrap_or(true),
+            fused_kernels: f.boolean("fused_kernels").unwrap_or(true),
             profile,
         })
     }

@@ -181,13 +181,17 @@ pub static DECODER: Schema = Schema {
     ],
 };
 
-pub const RECOMPUTE: &[&str] = &["none", "selective", "full"];
+pub const RECOMPUTE: &[&str] = &["none", "selective", "ops", "full"];
 
 pub static PART: Schema = Schema {
     context: "a model part",
     fields: &[
         opt("frozen", Ty::Bool, "no weight gradients for this part (default false)"),
-        opt("recompute", Ty::Choice(RECOMPUTE), "activation recompute: none, selective or full (default none)"),
+        opt(
+            "recompute",
+            Ty::Choice(RECOMPUTE),
+            "activation recompute: none, selective (the attention core), ops (every other product and the memory-bound kernels) or full (default none)",
+        ),
         opt("forward_time", Ty::Quantity(Dimension::Time), "measured forward time of one layer for one microbatch"),
         opt("backward_time", Ty::Quantity(Dimension::Time), "measured backward time of one layer for one microbatch"),
     ],
@@ -203,9 +207,19 @@ pub static CLUSTER: Schema = Schema {
         opt("tp", POSITIVE, "tensor-parallel ranks (default 1)"),
         opt("ep", POSITIVE, "expert-parallel ranks, within data parallelism (default 1)"),
         opt("distributed_optimizer", Ty::Bool, "shard optimizer state over dp, ZeRO-1 (default false)"),
+        opt(
+            "shard_weights",
+            Ty::Bool,
+            "shard weights and gradients over dp too, ZeRO-3/FSDP: each layer gathered and its gradients reduce-scattered beside its neighbours' compute (default false)",
+        ),
         opt("efficiency", Ty::Fraction, "one fraction of peak FLOP/s for every kernel, in place of the kernel model"),
         opt("overlap_comm", Ty::Bool, "sends and receives overlap compute (default true)"),
         opt("flash_attention", Ty::Bool, "attention kernels keep no score matrix for backward (default true)"),
+        opt(
+            "fused_kernels",
+            Ty::Bool,
+            "norms, activations and residual adds run fused (Megatron, torch.compile); false: eager, one kernel per operation (default true)",
+        ),
         opt(
             "profile",
             Ty::Path,

@@ -102,7 +102,9 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
         eprintln!("nothing was written to {}", request.out.display());
         return Err(EXIT_INPUT);
     }
-    let files = products.files(request.format);
+    let mut files = products.files(request.format);
+    files.extend(adaptive_command(global, plan, &plan_spec, &requests));
+    files.sort_by(|a, b| a.path.cmp(&b.path));
     let names: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
     let written = output::write_atomically(request.out, files, request.force);
     drop(ticker);
@@ -113,6 +115,24 @@ pub fn build(global: &Global, plan: &Path, request: &Request, reporter: &mut Rep
     }
     reporter.finish();
     Ok(names)
+}
+
+/// For the torch target of an `owner adaptive` plan, `torch/adaptive.json`: the `mpipec adapt`
+/// command its launcher starts for the per-batch plans (this binary, the plan's absolute path
+/// and the command line's `--set`s, which only the CLI knows), and the plan's largest image
+/// count, which the miniature scales its changing image sizes to.
+fn adaptive_command(
+    global: &Global,
+    path: &Path,
+    plan: &mpipe::plan::Plan,
+    requests: &[mpipe::backend::Request],
+) -> Option<mpipe::outputs::Output<'static>> {
+    requests.iter().find(|r| r.target == mpipe::plan::Target::Torch)?;
+    let command = super::adapt::command(global, path, plan, &[])?;
+    let tokens = plan.batch.image_tokens.iter().copied().max().unwrap_or(0);
+    let json = serde_json::json!({ "adaptive": command, "plan_image_tokens": tokens });
+    let contents = serde_json::to_string_pretty(&json).expect("json values serialise") + "\n";
+    Some(mpipe::outputs::Artifact { path: "torch/adaptive.json".into(), contents }.into())
 }
 
 /// What a large plan will cost, said before it is spent: a build past the output limit

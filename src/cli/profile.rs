@@ -72,6 +72,12 @@ fn summary(p: &Profile) -> String {
     let us = |s: f64| format!("{:.1} us", s * 1e6);
     let mut lines =
         vec![format!("{} layer kinds: {}", p.layers.len(), p.layers.keys().cloned().collect::<Vec<_>>().join(", "))];
+    if let Some(h) = p.host.filter(|_| p.device_type == "cpu") {
+        lines.push(format!(
+            "host: {} cores, {} thread(s) a process; a plan's ranks share them in `sim`",
+            h.cores, h.threads
+        ));
+    }
     if let Some(l) = &p.p2p {
         lines.push(format!("point-to-point: {} + n / {:.2} GB/s", us(l.alpha_s), l.beta_bytes_per_s / 1e9));
     }

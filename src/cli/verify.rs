@@ -158,7 +158,11 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
     };
     let (ir, predicted) = match mpipe::driver::build(&mini) {
         Ok(built) => {
-            let predicted = mini.cluster.profile.is_some().then(|| built.evaluate().report.step_time_s);
+            let predicted = mini
+                .cluster
+                .profile
+                .is_some()
+                .then(|| Predicted { step: built.evaluate().report.step_time_s, device_each: device_each(&mini) });
             (built.derived.ir, predicted)
         }
         Err(invalid) => return super::build::internal_error(&invalid),
@@ -224,9 +228,29 @@ fn run_prepared(py: &Path, package: &Path, dir: &Path, profile: bool) -> u8 {
     }
 }
 
+/// The step predicted from a profile file.
+struct Predicted {
+    step: f64,
+    /// Where the profile's host is a CPU whose cores the ranks share: the step were each rank
+    /// on a device of its own, for the comparison.
+    device_each: Option<f64>,
+}
+
+fn device_each(mini: &Plan) -> Option<f64> {
+    let profile = mini.cluster.profile.as_ref().filter(|p| p.host.is_some())?;
+    let mut alone = mini.clone();
+    alone.cluster.profile = Some(std::sync::Arc::new(mpipe::profile::Profile { host: None, ..(**profile).clone() }));
+    Some(mpipe::driver::build(&alone).ok()?.evaluate().report.step_time_s)
+}
+
 /// The measured step beside the one the cost model predicts from the measured per-layer costs,
 /// and from the profile (`--profile FILE`) when there is one.
-fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<String>, predicted: Option<f64>) -> u8 {
+fn report_profile(
+    ir: &mpipe::ir::PlanIr,
+    mini: &Plan,
+    text: std::io::Result<String>,
+    predicted: Option<Predicted>,
+) -> u8 {
     let compared = text
         .map_err(|e| format!("cannot read the runtime's profile: {e}"))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
@@ -242,12 +266,19 @@ fn report_profile(ir: &mpipe::ir::PlanIr, mini: &Plan, text: std::io::Result<Str
                 c.error_percent()
             );
             if let Some(p) = predicted {
-                let percent = |of: f64| (p / of - 1.0) * 100.0;
+                let percent = |of: f64| (p.step / of - 1.0) * 100.0;
+                let alone = p.device_each.map_or(String::new(), |a| {
+                    format!(
+                        "; {:.1} ms were each rank on a device of its own ({:+.1} %)",
+                        a * 1e3,
+                        (a / c.measured - 1.0) * 100.0
+                    )
+                });
                 println!(
-                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest)",
+                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest){alone}",
                     c.measured * 1e3,
                     c.fastest * 1e3,
-                    p * 1e3,
+                    p.step * 1e3,
                     percent(c.measured),
                     percent(c.fastest)
                 );

@@ -110,6 +110,13 @@ impl Kernels {
         products + self.attention_backward(&c.attention) + self.memory(2.0 * c.elementwise / self.tp)
     }
 
+    /// What per-op recompute runs again before the backward: the products it did not keep and
+    /// every memory-bound kernel of the forward.
+    pub fn recompute_ops(&self, c: &LayerCost) -> f64 {
+        let products: f64 = c.recomputed.iter().map(|g| self.local(g)).map(|g| self.gemm(g.m, g.n, g.k, g.batch)).sum();
+        products + self.memory(c.elementwise / self.tp)
+    }
+
     /// The weight gradient of each product: (k × m)·(m × n), reduced over the tokens.
     pub fn backward_weight(&self, c: &LayerCost) -> f64 {
         c.gemms.iter().map(|g| self.local(g)).map(|g| self.gemm(g.k, g.n, g.m, g.batch)).sum()

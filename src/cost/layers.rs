@@ -3,7 +3,21 @@
 //! for the activations kept for backward. Multiply-add = 2 FLOPs. Everything is for one
 //! microbatch of `b` sequences on one pipeline rank before tensor parallelism divides it.
 
-use crate::plan::{ArchKind, Attention, Decoder, Encoder, Mlp, Part, Recompute};
+use crate::plan::{ArchKind, Attention, Cluster, Decoder, Encoder, Mlp, Part, Recompute};
+
+/// What the training stack's kernels keep and fuse: whether attention is a flash kernel, and
+/// whether the memory-bound kernels between the products are fused.
+#[derive(Clone, Copy, Debug)]
+pub struct Stack {
+    pub flash: bool,
+    pub fused: bool,
+}
+
+impl Stack {
+    pub fn of(cluster: &Cluster) -> Stack {
+        Stack { flash: cluster.flash_attention, fused: cluster.fused_kernels }
+    }
+}
 
 /// Bytes per element of weights and activations (bf16).
 pub const ELEMENT: f64 = 2.0;
@@ -100,6 +114,8 @@ pub struct LayerCost {
     pub weight_flops: f64,
     /// FLOPs a recompute adds to backward.
     pub recompute_flops: f64,
+    /// The products a per-op recompute (`Recompute::Ops`) runs again.
+    pub recomputed: Gemms,
     /// Bytes read and written by the forward (weights and activations).
     pub bytes: f64,
     pub params: f64,
@@ -143,31 +159,85 @@ fn mlp(gemms: &mut Gemms, tokens: f64, h: f64, ffn: f64, kind: Mlp) -> f64 {
     mlp_factor(kind) * h * ffn
 }
 
-/// Bytes the memory-bound kernels of one layer's forward read and write per token: two norms
-/// and two residual adds (each reading and writing the hidden state: ten hidden-sized
-/// tensors), the MLP activation (GeLU reads and writes its width, SwiGLU reads two and writes
-/// one), and per routed copy of a token the MoE dispatch and combine (four more).
-fn elementwise(h: f64, width: f64, kind: Mlp, routed: f64) -> f64 {
-    let activation = match kind {
-        Mlp::Gelu => 2.0,
-        Mlp::SwiGlu => 3.0,
+/// The widths one layer's memory-bound kernels touch per token.
+struct Widths {
+    hidden: f64,
+    /// The MLP's (every routed and shared expert's together).
+    mlp: f64,
+    kind: Mlp,
+    /// Routed copies of a token (MoE).
+    routed: f64,
+    /// Queries' and keys' widths, and whether a rotary embedding turns them: in every decoder
+    /// (the language says nothing of position embeddings; the eager count is for Llama's kind).
+    queries: f64,
+    keys: f64,
+    rotary: bool,
+}
+
+/// Bytes the memory-bound kernels of one layer's forward read and write per token.
+/// Fused: two norms and two residual adds (each reading and writing the hidden state: ten
+/// hidden-sized tensors), the MLP activation (GeLU reads and writes its width, SwiGLU reads two
+/// and writes one), and per routed copy of a token the MoE dispatch and combine (four more).
+/// Eager (one kernel per operation, as PyTorch runs torchtitan's Llama without torch.compile,
+/// torchtitan/models/llama/model.py and models/norms.py): each RMSNorm casts up to fp32,
+/// squares, takes the mean, scales, casts down and multiplies by its weight (36 bytes per
+/// element against 4); the rotary embedding casts queries and keys up, multiplies them as
+/// complex fp32 and casts down (20 bytes per element); grouped-query attention copies keys and
+/// values out to every head; the attention output is copied back to contiguous rows; SwiGLU's
+/// SiLU and product are two kernels (10 bytes per element against 6).
+fn elementwise(w: &Widths, fused: bool) -> f64 {
+    let moe = 4.0 * ELEMENT * w.routed * w.hidden;
+    let adds = 6.0 * ELEMENT * w.hidden;
+    if fused {
+        let activation = match w.kind {
+            Mlp::Gelu => 2.0,
+            Mlp::SwiGlu => 3.0,
+        };
+        return ELEMENT * (4.0 * w.hidden + activation * w.mlp) + adds + moe;
+    }
+    let norms = 2.0 * 36.0 * w.hidden;
+    let rotary = if w.rotary { 20.0 * (w.queries + w.keys) } else { 0.0 };
+    let repeat = if w.keys < w.queries { 2.0 * ELEMENT * (w.keys + w.queries) } else { 0.0 };
+    let activation = match w.kind {
+        Mlp::Gelu => 4.0,
+        Mlp::SwiGlu => 10.0,
     };
-    ELEMENT * (10.0 * h + activation * width + 4.0 * routed * h)
+    norms + rotary + repeat + 2.0 * ELEMENT * w.queries + activation * w.mlp + adds + moe
 }
 
 /// Activations kept per layer (Korthikanti et al.): s·b·h·(34 + 5·a·s/h) bytes without
 /// recompute, 34·s·b·h with selective recompute or a flash-attention kernel (either way the
-/// score matrix is not stored), the layer input 2·s·b·h with full recompute.
+/// score matrix is not stored), the layer input 2·s·b·h with full recompute; per-op recompute
+/// keeps the input and `finish` adds the outputs it saves.
 fn kept(tokens: f64, h: f64, heads: f64, seq: f64, recompute: Recompute, flash: bool) -> f64 {
     match recompute {
         Recompute::None if !flash => tokens * h * (34.0 + 5.0 * heads * seq / h),
         Recompute::None => 34.0 * tokens * h,
         Recompute::Selective => 34.0 * tokens * h,
-        Recompute::Full => 2.0 * tokens * h,
+        Recompute::Full | Recompute::Ops => 2.0 * tokens * h,
     }
 }
 
-pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash: bool) -> LayerCost {
+/// A dense layer's products one by one, as an unfused runtime runs them (torchtitan's Llama:
+/// wq, wk, wv, wo, then w1, w3, w2), for per-op recompute to count every other one.
+fn unfused(tokens: f64, h: f64, d: &Decoder) -> Gemms {
+    let a = &d.attention;
+    let q = (a.heads * a.head_dim) as f64;
+    let kv = (a.kv_heads * a.head_dim) as f64;
+    let ffn = d.ffn as f64;
+    let mut g = Gemms::default();
+    for n in [q, kv, kv] {
+        g.push(Gemm::new(tokens, n, h, Split::Columns));
+    }
+    g.push(Gemm::new(tokens, h, q, Split::Rows));
+    for _ in 1..mlp_factor(d.mlp) as usize {
+        g.push(Gemm::new(tokens, ffn, h, Split::Columns));
+    }
+    g.push(Gemm::new(tokens, h, ffn, Split::Rows));
+    g
+}
+
+pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, stack: Stack) -> LayerCost {
     let h = d.hidden as f64;
     let tokens = b * s;
     let a = &d.attention;
@@ -226,6 +296,9 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
             (0.0, d.ffn as f64, 0.0)
         }
     };
+    // What the runtime runs one by one, before the LM head (outside the checkpointed block):
+    // a dense layer's products unfused, the others as listed.
+    let sequence = if d.mla.is_none() && d.moe.is_none() { unfused(tokens, h, d) } else { gemms };
     // The embedding sits with the first layer (no FLOPs, but parameters); the LM head with
     // the last.
     if index == 0 {
@@ -237,10 +310,20 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
             params += h * d.vocab as f64;
         }
     }
-    let kept = kept(tokens, h, a.heads as f64, s, part.recompute, flash);
+    let kept = kept(tokens, h, a.heads as f64, s, part.recompute, stack.flash);
+    let widths = Widths {
+        hidden: h,
+        mlp: width,
+        kind: d.mlp,
+        routed,
+        queries: attention.heads / b * attention.qk,
+        keys: (a.kv_heads * a.head_dim) as f64,
+        rotary: true,
+    };
     finish(
         Parts {
             gemms,
+            sequence,
             attention,
             params,
             expert_params,
@@ -248,7 +331,7 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
             hidden: h,
             kept,
             output: ELEMENT * tokens * h,
-            elementwise: tokens * elementwise(h, width, d.mlp, routed),
+            elementwise: tokens * elementwise(&widths, stack.fused),
         },
         part.recompute,
     )
@@ -257,7 +340,7 @@ pub fn decoder_layer(d: &Decoder, index: u64, part: &Part, b: f64, s: f64, flash
 /// One encoder layer over `image_tokens` tokens per sequence in `images` images: attention
 /// spans one image (tiles and images are encoded independently, as InternViT and Qwen-VL do),
 /// or a window within it.
-pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64, f64), flash: bool) -> LayerCost {
+pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64, f64), stack: Stack) -> LayerCost {
     let h = e.hidden as f64;
     let (t, images) = visual;
     let tokens = b * t;
@@ -299,10 +382,14 @@ pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64,
         params += wide * wide + wide * e.out_hidden as f64;
         output = ELEMENT * merged * e.out_hidden as f64;
     }
-    let kept = kept(tokens, h, a.heads as f64, span, part.recompute, flash);
+    let kept = kept(tokens, h, a.heads as f64, span, part.recompute, stack.flash);
+    let width = (a.heads * a.head_dim) as f64;
+    let widths =
+        Widths { hidden: h, mlp: e.ffn as f64, kind: e.mlp, routed: 0.0, queries: width, keys: width, rotary: false };
     finish(
         Parts {
             gemms,
+            sequence: gemms,
             attention,
             params,
             expert_params: 0.0,
@@ -310,7 +397,7 @@ pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64,
             hidden: h,
             kept,
             output,
-            elementwise: tokens * elementwise(h, e.ffn as f64, e.mlp, 0.0),
+            elementwise: tokens * elementwise(&widths, stack.fused),
         },
         part.recompute,
     )
@@ -319,6 +406,8 @@ pub fn encoder_layer(e: &Encoder, index: u64, part: &Part, b: f64, visual: (f64,
 /// What each layer kind computes before the parts common to all of them.
 struct Parts {
     gemms: Gemms,
+    /// The products as the runtime launches them, for per-op recompute.
+    sequence: Gemms,
     attention: Scores,
     params: f64,
     expert_params: f64,
@@ -335,19 +424,35 @@ fn finish(p: Parts, recompute: Recompute) -> LayerCost {
     let weight_flops = p.gemms.flops();
     let scores = p.attention.flops();
     let flops = weight_flops + scores;
+    // Per-op recompute keeps every other product's output, from the first, and the attention
+    // core's, and runs the products between them again.
+    let mut recomputed = Gemms::default();
+    let mut kept = p.kept;
+    if recompute == Recompute::Ops {
+        for (i, g) in p.sequence.iter().enumerate() {
+            if i % 2 == 1 {
+                recomputed.push(*g);
+            } else {
+                kept += ELEMENT * g.batch * g.m * g.n;
+            }
+        }
+        kept += ELEMENT * p.attention.heads * p.attention.queries * p.attention.v;
+    }
     let recompute_flops = match recompute {
         Recompute::None => 0.0,
         Recompute::Selective => scores,
+        Recompute::Ops => recomputed.flops(),
         Recompute::Full => flops,
     };
     LayerCost {
         flops,
         weight_flops,
         recompute_flops,
+        recomputed,
         bytes: ELEMENT * p.params + ELEMENT * 12.0 * p.tokens * p.hidden,
         params: p.params,
         expert_params: p.expert_params,
-        activations: p.kept,
+        activations: kept,
         output: p.output,
         gemms: p.gemms,
         attention: p.attention,
@@ -357,9 +462,9 @@ fn finish(p: Parts, recompute: Recompute) -> LayerCost {
 
 /// Layer `index` of `part` for a microbatch of `b` sequences with `visual` = (image tokens,
 /// images) each.
-pub fn layer(part: &Part, index: u64, b: f64, seq_len: f64, visual: (f64, f64), flash: bool) -> LayerCost {
+pub fn layer(part: &Part, index: u64, b: f64, seq_len: f64, visual: (f64, f64), stack: Stack) -> LayerCost {
     match &part.arch.kind {
-        ArchKind::Decoder(d) => decoder_layer(d, index, part, b, seq_len, flash),
-        ArchKind::Encoder(e) => encoder_layer(e, index, part, b, visual, flash),
+        ArchKind::Decoder(d) => decoder_layer(d, index, part, b, seq_len, stack),
+        ArchKind::Encoder(e) => encoder_layer(e, index, part, b, visual, stack),
     }
 }

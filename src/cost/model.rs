@@ -93,7 +93,7 @@ impl<'p> CostModel<'p> {
                     b.micro_batch_size as f64,
                     b.seq_len as f64,
                     (tokens as f64, b.images as f64),
-                    self.plan.cluster.flash_attention,
+                    layers::Stack::of(&self.plan.cluster),
                 );
                 Cached {
                     forward: self.forward_time(&cost),
@@ -171,6 +171,7 @@ impl<'p> CostModel<'p> {
                 let again = match recompute {
                     Recompute::None => 0.0,
                     Recompute::Selective => k.attention_forward(&c.attention),
+                    Recompute::Ops => k.recompute_ops(c),
                     Recompute::Full => k.forward(c),
                 };
                 k.backward_input(c) + again
@@ -255,6 +256,42 @@ impl<'p> CostModel<'p> {
         2.0 * (k - 1.0) * link.alpha + 2.0 * (k - 1.0) / k * bytes / link.beta
     }
 
+    /// All-gather or reduce-scatter of `bytes` (the whole tensor) over `k` ranks on a ring:
+    /// (k−1)·α + (k−1)/k · n/β.
+    pub fn gather(&self, bytes: f64, k: u64, link: &Link) -> f64 {
+        let k = k as f64;
+        (k - 1.0) * link.alpha + (k - 1.0) / k * bytes / link.beta
+    }
+
+    /// What sharded weights (ZeRO-3, FSDP) add to a step over `layers` in order, on a
+    /// data-parallel ring on `link`. Each layer's weights are gathered before its forward and
+    /// again before its backward (the last layer's stay from one to the other) and its
+    /// gradients reduce-scattered after it, on a stream of their own: the next layer's gather
+    /// runs beside a layer's forward, and beside its backward the gather of the layer before
+    /// and the reduce-scatter of the layer after (FSDP's prefetch). The step waits for the
+    /// first gather, for the last reduce-scatter, and wherever a layer's collectives outlast
+    /// the compute they run beside (one microbatch's).
+    pub fn sharded_collectives(&self, layers: &[u64], link: &Link) -> f64 {
+        let k = self.plan.cluster.dp;
+        if k <= 1 || layers.is_empty() {
+            return 0.0;
+        }
+        let params = |i: usize| layers.get(i).map_or(0.0, |&l| self.device_params(l..l + 1));
+        let gathered =
+            |i: usize| if layers.get(i).is_some() { self.gather(layers::ELEMENT * params(i), k, link) } else { 0.0 };
+        let reduced = |i: usize| {
+            let trainable = layers.get(i).is_some_and(|&l| !self.part_of(l).frozen);
+            if trainable { self.gather(GRAD_BYTES * params(i), k, link) } else { 0.0 }
+        };
+        let mut exposed = gathered(0) + reduced(0);
+        for (i, &l) in layers.iter().enumerate() {
+            exposed += (gathered(i + 1) - self.forward(l..l + 1, 0)).max(0.0);
+            let before = if i > 0 { gathered(i - 1) } else { 0.0 };
+            exposed += (before + reduced(i + 1) - self.backward(l..l + 1, 0)).max(0.0);
+        }
+        exposed
+    }
+
     /// The link a data-parallel ring of pipeline rank `pp` runs on.
     pub fn dp_link(&self, pp: u32) -> &Link {
         let c = &self.plan.cluster;
@@ -278,17 +315,25 @@ impl<'p> CostModel<'p> {
             .sum()
     }
 
+    /// The share of the optimizer state, and of the weights and gradients, one device of a
+    /// data-parallel group keeps: ZeRO-1 shards the first, ZeRO-3 (FSDP) all three.
+    fn shares(&self) -> (f64, f64) {
+        let c = &self.plan.cluster;
+        let shard = 1.0 / c.dp as f64;
+        let optimizer = if c.distributed_optimizer || c.shard_weights { shard } else { 1.0 };
+        (optimizer, if c.shard_weights { shard } else { 1.0 })
+    }
+
     /// Weights, gradients and optimizer state one device holds of `layers`.
     pub fn static_bytes(&self, layers: Range<u64>) -> f64 {
-        let c = &self.plan.cluster;
-        let optimizer = if c.distributed_optimizer { OPTIMIZER_BYTES / c.dp as f64 } else { OPTIMIZER_BYTES };
+        let (optimizer, weights) = self.shares();
         layers
             .map(|l| {
-                let params = self.device_params(l..l + 1);
+                let params = self.device_params(l..l + 1) * weights;
                 if self.part_of(l).frozen {
                     layers::ELEMENT * params
                 } else {
-                    (layers::ELEMENT + GRAD_BYTES + optimizer) * params
+                    (layers::ELEMENT + GRAD_BYTES + OPTIMIZER_BYTES * optimizer / weights) * params
                 }
             })
             .sum()
@@ -305,10 +350,13 @@ impl<'p> CostModel<'p> {
         layers.filter(|l| !self.part_of(*l).frozen).map(|l| GRAD_BYTES * self.device_params(l..l + 1)).sum()
     }
 
-    /// The optimizer step over one device's parameters: memory-bound, reading and writing
-    /// weights, gradients and Adam state.
+    /// The optimizer step over the parameters one device updates (its shard, where the
+    /// optimizer is sharded): memory-bound, reading and writing weights, gradients and Adam
+    /// state.
     pub fn optimizer_time(&self, layers: Range<u64>) -> f64 {
-        let trainable: f64 = layers.filter(|l| !self.part_of(*l).frozen).map(|l| self.device_params(l..l + 1)).sum();
+        let share = self.shares().0;
+        let trainable: f64 =
+            layers.filter(|l| !self.part_of(*l).frozen).map(|l| self.device_params(l..l + 1) * share).sum();
         let bytes = 2.0 * (layers::ELEMENT + GRAD_BYTES + OPTIMIZER_BYTES) * trainable;
         match &self.compute {
             Compute::Kernels(k) => k.memory(bytes),

@@ -69,6 +69,18 @@ impl Measured {
             }
     }
 
+    /// Where the profile was taken on a CPU and says its host's cores: the plan's ranks are
+    /// processes sharing such a host's cores, as they did when measured, `replicas` processes
+    /// (data-parallel) for each simulated rank.
+    pub fn shared(&self, replicas: u64) -> Option<crate::ir::interpret::Shared> {
+        let host = self.profile.host.filter(|_| self.profile.device_type == "cpu")?;
+        Some(crate::ir::interpret::Shared {
+            cores: host.cores as f64,
+            threads: host.threads as f64,
+            replicas: replicas.max(1) as f64,
+        })
+    }
+
     /// Which of the plan's costs come from the profile and which from the analytic model,
     /// one phrase each, for `sim` to say.
     pub fn coverage(&self, plan: &Plan) -> (Vec<String>, Vec<String>) {
@@ -98,6 +110,9 @@ impl Measured {
             sort(p.all_reduce.contains_key("dp"), "all-reduce over dp".into());
         }
         sort(p.runtime.is_some(), "the runtime's per-instruction costs".into());
+        if let Some(s) = self.shared(plan.cluster.dp) {
+            measured.push(format!("the ranks' processes sharing {} cores", s.cores));
+        }
         (measured, analytic)
     }
 }

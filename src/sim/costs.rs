@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use crate::cost::model::CostModel;
 use crate::cost::{self, Costs};
-use crate::ir::interpret::Durations;
+use crate::ir::interpret::{Durations, Shared};
 use crate::ir::{Group, Instr, Op, PlanIr};
 
 pub struct ModelDurations<'a> {
@@ -49,6 +49,11 @@ impl ModelDurations<'_> {
         let m = self.model;
         let c = &m.plan().cluster;
         let (name, k) = if group == Some(Group::Pp) { ("pp", c.pp) } else { ("dp", c.dp) };
+        if c.shard_weights && group != Some(Group::Pp) {
+            // Sharded weights reduce-scatter beside the backward: what the step waits for.
+            let order: Vec<u64> = layers.into_iter().flatten().collect();
+            return m.sharded_collectives(&order, m.dp_link(rank));
+        }
         let measured = m.measured().and_then(|p| layers.iter().map(|l| p.all_reduce(l.clone(), name, k)).sum());
         measured.unwrap_or_else(|| {
             let grads: f64 = layers.into_iter().map(|l| m.grad_bytes(l)).sum();
@@ -94,6 +99,11 @@ impl Durations for ModelDurations<'_> {
     /// work, a receive included when its message is already there.
     fn instruction(&self, rank: u32, i: &Instr) -> f64 {
         self.work(rank, i) + self.model.measured().map_or(0.0, |p| p.overhead(i.op))
+    }
+
+    /// A profile taken on a CPU: the ranks share its host's cores.
+    fn shared(&self) -> Option<Shared> {
+        self.model.measured()?.shared(self.model.plan().cluster.dp)
     }
 
     fn transfer(&self, from: u32, to: u32, i: &Instr) -> f64 {

@@ -107,17 +107,22 @@ class Run:
         return {f"{s}.{n}": p.detach().clone() for s, m in self.modules.items() for n, p in m.named_parameters()}
 
 
+def lowered(plan, config, groups, device, dtype, scaler=None):
+    """A run whose modules hold `dtype` parameters under `dtype` autocast, with fp32 master
+    weights and AdamW over them: (the run, the masters, the optimizer, the parameters before)."""
+    low = Run(plan, config, groups, device, scaler, autocast=dtype)
+    for m in low.modules.values():
+        m.to(dtype)
+    masters = MasterWeights(low.ex.parameters())
+    return low, masters, torch.optim.AdamW(masters.parameters(), lr=1e-2), low.params()
+
+
 def precision(plan, config, groups, device):
     """(bf16 autocast's first loss, bf16 + master weights' first loss and dtypes, whether the
     bf16 parameters moved)."""
     auto = Run(plan, config, groups, device, autocast=torch.bfloat16)
     auto.steps(0, 1)
-    low = Run(plan, config, groups, device, autocast=torch.bfloat16)
-    for m in low.modules.values():
-        m.to(torch.bfloat16)
-    masters = MasterWeights(low.ex.parameters())
-    opt = torch.optim.AdamW(masters.parameters(), lr=1e-2)
-    before = low.params()
+    low, masters, opt, before = lowered(plan, config, groups, device, torch.bfloat16)
     losses = low.ex.step(low.batches(0))
     masters.step(opt)
     moved = any(not torch.equal(before[k], v) for k, v in low.params().items())
@@ -148,12 +153,7 @@ def fp16_masters(plan, config, groups, device):
     """One step of fp16 modules with fp32 master weights and loss scaling: (its losses, the
     global norm of its unscaled gradients, whether the fp16 parameters moved)."""
     scaler = GradScaler(init_scale=2.0**12)
-    low = Run(plan, config, groups, device, scaler, autocast=torch.float16)
-    for m in low.modules.values():
-        m.to(torch.float16)
-    masters = MasterWeights(low.ex.parameters())
-    opt = torch.optim.AdamW(masters.parameters(), lr=1e-2)
-    before = low.params()
+    low, masters, opt, before = lowered(plan, config, groups, device, torch.float16, scaler)
     losses = low.ex.step(low.batches(0))
     scaler.unscale_(low.ex.parameters())
     norm = float(low.ex.clip_grad_norm_(0.5))

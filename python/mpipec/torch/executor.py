@@ -172,8 +172,10 @@ class Executor:
         self.handed_over = []
         # (stage, mb) -> (images, tokens) of each part a gathered input was made of.
         self.slices = {}
-        # Per step: the seconds each action took, in list order.
+        # Per step: the seconds each action took, in list order, and the seconds of this
+        # thread's CPU it took (what it needs of a core, whoever else runs on the host).
         self.timings = []
+        self.cpu_timings = []
         self.steps = 0
         self._run = {
             Op.FORWARD: self._forward, Op.BACKWARD: self._backward, Op.BACKWARD_INPUT: self._backward,
@@ -203,10 +205,11 @@ class Executor:
             for peer in lists.expected:
                 self._post_header(peer)
         st.acts = dict(self.carried)
-        durations = []
+        durations, cpu = [], []
         self.timings.append(durations)
+        self.cpu_timings.append(cpu)
         for k, a in enumerate(lists.actions):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             st.index = k
             try:
                 if self.on_action is not None:
@@ -217,6 +220,7 @@ class Executor:
             if self.synchronize is not None:
                 self.synchronize()
             durations.append(time.perf_counter() - started)
+            cpu.append(time.thread_time() - cpu_started)
         self._flush(st)
         for works, _ in st.pending:
             for work in works:

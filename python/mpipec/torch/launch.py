@@ -74,7 +74,7 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
     record = {} if record is None else record
-    record.update(grads=[], losses=[], step_seconds=[])
+    record.update(grads=[], losses=[], step_seconds=[], step_cpu_seconds=[])
 
     def optimizer_step(losses):
         record["grads"].append(_named(modules, plan, groups.pp_rank, True))
@@ -93,18 +93,34 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     for step in range(steps):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         this = ahead.plan(step, step + 1 < steps) if ahead is not None else None
         ex.step(of(step), of(step + 1), plan=this)
         record["step_seconds"].append(time.perf_counter() - started)
+        record["step_cpu_seconds"].append(time.thread_time() - cpu_started)
         loss = record["losses"][-1]
         if print_losses and loss is not None and groups.dp_rank == 0:
             print(f"step {step}: loss {loss:.6f} ({record['step_seconds'][-1]:.3f} s on rank {dist.get_rank()})", flush=True)
-    record.update(params=_named(modules, plan, groups.pp_rank, False), timings=ex.timings, pp_rank=groups.pp_rank,
+    record.update(params=_named(modules, plan, groups.pp_rank, False), timings=ex.timings,
+                  cpu_timings=ex.cpu_timings, pp_rank=groups.pp_rank,
                   dp_rank=groups.dp_rank, microbatches=m)
     if ahead is not None:
         record.update(summary=ahead.close(), digests=ahead.digests, handed_over=ex.handed_over)
+        if print_losses and groups.dp_rank == 0 and groups.pp_rank == 0:
+            print(record["summary"], flush=True)
     return record
+
+
+def _adaptive(path):
+    """What adaptive.json adds to the adapter's configuration (the configuration wins)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise SystemExit(
+            f"{path} is missing: the plan's owner is adaptive and its launcher starts `mpipec adapt` from it; "
+            "write the build with `mpipec build` (or Plan.build), which writes it"
+        ) from None
 
 
 def main(argv=None):
@@ -113,9 +129,12 @@ def main(argv=None):
     ap.add_argument("--config", help="the adapter's configuration (JSON); default: the miniature's")
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--backend", help="nccl, hccl or gloo (default: by what is present, or MPIPEC_BACKEND)")
+    ap.add_argument("--adaptive", help="adaptive.json of an `owner adaptive` plan: the `mpipec adapt` command")
     a = ap.parse_args(argv)
     with open(a.config) as f:
         config = json.load(f)
+    if a.adaptive:
+        config = {**_adaptive(a.adaptive), **config}
     device = devices.init(a.backend)
     run(a.plan, adapters.load(config.get("adapter", "miniature")), config, a.steps, device, print_losses=True)
     dist.barrier()

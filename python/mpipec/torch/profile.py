@@ -8,18 +8,22 @@ adapter's model) and request.json (each layer kind and a layer of that kind, the
 what the profile says of the model and shapes). This writes DIR/profile.json:
 
 - per layer kind, one layer run alone at the plan's shapes: forward, backward-input,
-  backward-weight and the fused backward (medians of timed repeats), the optimizer step over
-  its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
+  backward-weight and the fused backward (the fewest seconds of timed repeats), the optimizer
+  step over its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
 - point-to-point latency and bandwidth between two ranks, messages sent as the executor sends
   them (a header, then the tensor), fitted to t = α + n/β;
 - all-reduce over the plan's pipeline group (and data-parallel group, with dp) at a few sizes,
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
 - the runtime's per-instruction costs: the plan run for a few steps by the executor, every
-  instruction timed, set against the layer times above.
+  instruction timed, set against the layer times above (each op's ratio, `calibrate`);
+- on a CPU, the host's cores and the threads a process computes with: the simulator shares the
+  cores among a plan's ranks.
 
 Timings synchronise the device first (CUDA, NPU), so a GPU's asynchronous launches are timed
-to their end. The ranks are this machine's processes, one device each, forked (CPU) or
-spawned (CUDA and NPU, which cannot be forked once initialised) from this one.
+to their end. On a CPU the layers and the instructions are timed in the thread's CPU seconds,
+the work a core does whatever else the host runs; messages, which are waits, in the wall
+clock's. The ranks are this machine's processes, one device each, forked (CPU) or spawned (CUDA
+and NPU, which cannot be forked once initialised) from this one.
 """
 
 import datetime
@@ -30,17 +34,11 @@ import statistics
 import sys
 import time
 
-EXIT_MISSING = 2
+from .._requires import packages
+
 if __name__ == "__main__":
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        sys.stderr.write(
-            f"error: `{sys.executable}` cannot import torch\n"
-            "help: run `scripts/torch-env` from an mpipec checkout, or point --python or MPIPEC_PYTHON at a\n"
-            "      Python that has torch\n"
-        )
-        sys.exit(EXIT_MISSING)
+    packages(["torch"], "run `scripts/torch-env` from an mpipec checkout, or point --python or MPIPEC_PYTHON at a\n"
+             "      Python that has torch")
 
 import argparse  # noqa: E402
 
@@ -51,8 +49,12 @@ from . import adapter as adapters  # noqa: E402
 from . import devices, launch, wire  # noqa: E402
 from .actions import Dir, load_plan  # noqa: E402
 
-# Timed repeats per measurement (after one untimed), and the message sizes of the fits.
+# Timed repeats per measurement (after one untimed), and the message sizes of the fits. A
+# message is a wait of two processes, which the wall clock times: on a host other work keeps
+# busy, one of them often waits for a core to be woken on, so messages take the fewest seconds
+# of many more repeats (they are short), the round trip that found both cores free.
 REPEATS = 7
+MESSAGE_REPEATS = 60
 P2P_ELEMENTS = (16, 4096, 262144)
 REDUCE_ELEMENTS = (16, 16384, 262144)
 
@@ -66,7 +68,14 @@ def synchronizer(device):
     return lambda: None
 
 
-def timed(sync, run, repeats=REPEATS):
+def work_clock(device):
+    """What a layer's time is read from: on a CPU the seconds of this thread's CPU it took (the
+    work a core does, whatever else the host runs; one thread computes), else the wall clock
+    after the device's queue."""
+    return time.thread_time if device.type == "cpu" else time.perf_counter
+
+
+def timed(sync, run, repeats=REPEATS, clock=time.perf_counter):
     """The fewest seconds `run()` took in `repeats` runs after a warm-up: on a machine shared
     with other work, the run it disturbed least. `run` may prepare untimed work by returning a
     callable, which is then what is timed."""
@@ -74,12 +83,12 @@ def timed(sync, run, repeats=REPEATS):
     for k in range(repeats + 1):
         work = run()
         sync()
-        started = time.perf_counter()
+        started = clock()
         if callable(work):
             work()
         sync()
         if k:
-            times.append(time.perf_counter() - started)
+            times.append(clock() - started)
     return min(times)
 
 
@@ -101,8 +110,9 @@ def _to(batch, device):
     return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
 
 
-def measure_layer(module, x, batch, last, loss_fn, microbatches, sync, lr):
-    """The numbers of one layer on input `x` (None on the model's first layer)."""
+def measure_layer(module, x, batch, last, loss_fn, microbatches, time_of, lr):
+    """The numbers of one layer on input `x` (None on the model's first layer); `time_of` times
+    a run as `timed` does."""
     params = [p for p in module.parameters() if p.requires_grad]
 
     def forward():
@@ -117,7 +127,7 @@ def measure_layer(module, x, batch, last, loss_fn, microbatches, sync, lr):
         probe = module(None if x is None else x.detach(), batch)
         out_bytes = probe.numel() * probe.element_size()
     g_of = lambda out: None if last else torch.ones_like(out)
-    fwd = timed(sync, lambda: forward)
+    fwd = time_of(lambda: forward)
 
     def backward_input():
         xi, out = forward()
@@ -139,9 +149,9 @@ def measure_layer(module, x, batch, last, loss_fn, microbatches, sync, lr):
 
     row = {
         "forward_s": fwd,
-        "backward_input_s": timed(sync, backward_input),
-        "backward_weight_s": timed(sync, backward_weight),
-        "backward_s": timed(sync, backward),
+        "backward_input_s": time_of(backward_input),
+        "backward_weight_s": time_of(backward_weight),
+        "backward_s": time_of(backward),
         "output_bytes": out_bytes,
         "grad_bytes": sum(p.numel() * p.element_size() for p in params),
         "grad_tensors": len(params),
@@ -161,7 +171,7 @@ def measure_layer(module, x, batch, last, loss_fn, microbatches, sync, lr):
 
         return step if opt else None
 
-    row["optimizer_s"] = timed(sync, optimizer)
+    row["optimizer_s"] = time_of(optimizer)
     return row
 
 
@@ -169,7 +179,8 @@ def measure_kinds(plan, config, kinds, device):
     """{kind: its numbers}: the model's layers built one at a time, each fed the output of the
     one before (so a layer sees the input it has in the model), the kinds' layers measured."""
     adapter = adapters.load(config.get("adapter", "miniature"))
-    sync = synchronizer(device)
+    sync, clock = synchronizer(device), work_clock(device)
+    time_of = lambda run: timed(sync, run, clock=clock)
     at = {layer: kind for kind, layer in kinds.items()}
     count = max(s["layers"][1] for s in plan["stages"])
     batch = _to(adapter.batch(0, 0, config), device)
@@ -178,7 +189,7 @@ def measure_kinds(plan, config, kinds, device):
         module = adapter.build(range(layer, layer + 1), config["kinds"], config).to(device)
         if layer in at:
             last = layer == count - 1
-            out[at[layer]] = measure_layer(module, x, batch, last, adapter.loss, plan["pipeline"]["microbatches"], sync,
+            out[at[layer]] = measure_layer(module, x, batch, last, adapter.loss, plan["pipeline"]["microbatches"], time_of,
                                            config.get("lr", 0.05))
         if layer + 1 <= max(at):
             with torch.no_grad():
@@ -205,7 +216,8 @@ def _receive(peer, device):
 
 
 def p2p(rank, device, sync):
-    """One-way seconds per message size between ranks 0 and 1 (half a round trip)."""
+    """Per message size between ranks 0 and 1: (bytes, one-way seconds (half a round trip),
+    and on a CPU the seconds of this rank's CPU a round trip takes, else None)."""
     points = []
     for n in P2P_ELEMENTS:
         t = torch.ones(n, device=device)
@@ -219,9 +231,20 @@ def p2p(rank, device, sync):
                 _message(t, 0)
 
         dist.barrier()
-        seconds = timed(sync, lambda: round_trip)
-        points.append((n * t.element_size(), seconds / 2))
+        seconds = timed(sync, lambda: round_trip, MESSAGE_REPEATS)
+        cpu = timed(sync, lambda: round_trip, clock=time.thread_time) if device.type == "cpu" else None
+        points.append((n * t.element_size(), seconds / 2, cpu))
     return points
+
+
+def flights(first, second):
+    """(bytes, seconds in flight) from both ranks' `p2p` points. On a CPU the simulator charges
+    what a send and a receive cost the rank's CPU to the instructions (`send_s`, `recv_s`), so
+    the flight is the rest: one way is half the round trip less half what both ranks' CPUs
+    spent on it (each one send and one receive)."""
+    if second is None or first[0][2] is None:
+        return [(n, t) for n, t, _ in first]
+    return [(n, max(t - (a + b) / 2, 0.0)) for (n, t, a), (_, _, b) in zip(first, second)]
 
 
 def all_reduce(group, device, sync):
@@ -230,7 +253,7 @@ def all_reduce(group, device, sync):
     for n in REDUCE_ELEMENTS:
         t = torch.ones(n, device=device)
         dist.barrier()
-        points.append((n * t.element_size(), timed(sync, lambda: lambda: dist.all_reduce(t, group=group))))
+        points.append((n * t.element_size(), timed(sync, lambda: lambda: dist.all_reduce(t, group=group), MESSAGE_REPEATS)))
     return points
 
 
@@ -248,8 +271,12 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
         record = {}
         adapter = adapters.load(config.get("adapter", "miniature"))
         launch.run(plan, adapter, config, steps, device, record=record, synchronize=sync)
-        result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, timings=record["timings"],
-                      step_seconds=record["step_seconds"])
+        # On a CPU, the instructions' own work: the CPU seconds of the rank's thread, which a
+        # wait does not spend and another process on the host does not add to.
+        cpu = device.type == "cpu"
+        result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, threads=torch.get_num_threads(),
+                      timings=record["cpu_timings" if cpu else "timings"],
+                      step_seconds=record["step_cpu_seconds" if cpu else "step_seconds"])
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
         dist.barrier()
@@ -294,7 +321,8 @@ def steady(ranks):
 
 
 def kernel_points(plan, ranks, layers, kinds_of):
-    """(the isolated layers' seconds, the seconds the runtime took) of every compute instruction."""
+    """(op, the isolated layers' seconds, the seconds the runtime took) of every compute
+    instruction."""
     stages, images = plan["stages"], plan["pipeline"].get("images", 1)
     for rank, _, times in steady(ranks):
         for i, t in zip(plan["ranks"][rank]["instructions"], times):
@@ -303,29 +331,40 @@ def kernel_points(plan, ranks, layers, kinds_of):
             lo, hi = stages[i["stage"]]["layers"]
             share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
             isolated = sum(layers[kinds_of[l]][FIELD[i["op"]]] for l in range(lo, hi) if kinds_of[l] in layers)
-            yield isolated * share, t
+            yield i["op"], isolated * share, t
+
+
+def _ratio(points):
+    isolated = sum(x for _, x, _ in points)
+    return sum(t for _, _, t in points) / isolated if isolated > 0 else 1.0
 
 
 def calibrate(plan, ranks, layers, kinds_of):
-    """The layers as the runtime runs them: a compute instruction's time fitted to
-    scale · (its layers' isolated times) + a constant, over the plan's run; the layer times are
-    scaled (a stage's layers run back to back, warmer than one alone, or slower beside the other
-    ranks) and the constant is the runtime's per compute instruction. Returns (scale, constant)."""
+    """The layers as the runtime runs them: per op (forward, each backward), the seconds its
+    instructions took over the plan's run against the sum of their layers' isolated times. Each
+    layer time is scaled by its op's ratio (a stage's layers run back to back, warmer than one
+    alone; what the executor spends on a compute instruction is part of it), an op the run did
+    not hold by the ratio over every compute instruction. A line fitted through all of them (a
+    scale and a constant per instruction) is not used: forwards and backwards sit in two
+    clusters with ratios of their own, and the line through them has a constant of milliseconds
+    that no instruction has. Returns {field: ratio}."""
     points = list(kernel_points(plan, ranks, layers, kinds_of))
-    if len({round(x, 6) for x, _ in points}) < 2:
-        return 1.0, max(statistics.median(t - x for x, t in points), 0.0) if points else 0.0
-    constant, scale = fit(points)
+    every = _ratio(points)
+    scales = {field: _ratio([p for p in points if p[0] == op]) if any(p[0] == op for p in points) else every
+              for op, field in FIELD.items()}
     for row in layers.values():
-        for field in FIELD.values():
+        for field, scale in scales.items():
             row[field] *= scale
-    return scale, constant
+    return scales
 
 
-def runtime_costs(plan, ranks, layers, kinds_of):
+def runtime_costs(plan, ranks, layers, kinds_of, cpu):
     """The executor's costs beyond the layers: the loop between instructions (the step less
-    its instructions' times, per instruction), a compute instruction beyond its layers' times,
-    posting a send, a receive of a message already there (the fastest fifth of receives)."""
-    scale, constant = calibrate(plan, ranks, layers, kinds_of)
+    its instructions' times, per instruction), posting a send, a receive of a message already there. On a GPU the times are the wall
+    clock's, and the fastest fifth of the receives are those whose message was there; on a CPU
+    (`cpu`) they are the thread's CPU seconds, which a receive spends only on a message that is
+    there, so the median receive."""
+    scales = calibrate(plan, ranks, layers, kinds_of)
     gaps, sends, receives = [], [], []
     for rank, seconds, times in steady(ranks):
         gaps.append((seconds - sum(times)) / max(len(times), 1))
@@ -333,10 +372,12 @@ def runtime_costs(plan, ranks, layers, kinds_of):
             (sends if i["op"] == "send" else receives if i["op"] == "recv" else []).append(t)
     return {
         "instruction_s": max(statistics.median(gaps), 0.0) if gaps else 0.0,
-        "compute_s": constant,
-        "kernel_scale": scale,
+        # In each op's ratio (`calibrate`).
+        "compute_s": 0.0,
+        "kernel_scale": scales,
         "send_s": statistics.median(sends) if sends else 0.0,
-        "recv_s": _quantile(receives, 0.2),
+        "recv_s": statistics.median(receives) if cpu and receives else _quantile(receives, 0.2),
+        "clock": "cpu" if cpu else "wall",
     }
 
 
@@ -354,6 +395,14 @@ def alpha_beta_ring(points, k):
 def _mean_points(lists):
     """Per size, the slowest member's time (a collective ends when its last member does)."""
     return [(lists[0][j][0], max(p[j][1] for p in lists)) for j in range(len(lists[0]))]
+
+
+def host_cores():
+    """The cores this process (and the ranks forked from it) may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def describe_device(device, backend):
@@ -398,18 +447,21 @@ def profile(run_dir, backend=None):
     ranks = run_ranks(plan, config, request["steps"], run_dir, backend)
     kinds_of = request["kind_of_layer"]
     out = dict(request["meta"])
-    runtime = runtime_costs(plan, ranks, layers, kinds_of)
+    runtime = runtime_costs(plan, ranks, layers, kinds_of, device.type == "cpu")
     out.update(
         format=1,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device=dict(describe_device(device, backend), count=len(plan["rank_map"])),
+        # The simulator shares a CPU host's cores among the ranks' processes: a rank of a plan
+        # with more processes than cores computes at a share of the speed measured here.
+        device=dict(describe_device(device, backend), count=len(plan["rank_map"]), cores=host_cores(),
+                    threads=max(r["threads"] for r in ranks)),
         versions=dict(versions(), **out.get("versions", {})),
         layers=layers,
         runtime=runtime,
     )
     by_rank = {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
     if by_rank.get(0, {}).get("p2p"):
-        out["p2p"] = alpha_beta_p2p(by_rank[0]["p2p"])
+        out["p2p"] = alpha_beta_p2p(flights(by_rank[0]["p2p"], by_rank.get(1, {}).get("p2p")))
     all_reduce_fits = {}
     for group, k in (("pp", plan["pipeline"]["ranks"]), ("dp", plan["pipeline"]["dp"])):
         timed_lists = [r[group] for r in ranks if r[group]]

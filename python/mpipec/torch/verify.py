@@ -14,18 +14,11 @@ import json
 import os
 import sys
 
-# The exit status for a missing package, which mpipec reports as a usage error, not a mismatch.
-EXIT_MISSING = 2
+from .._requires import EXIT_MISSING, packages
+
 if __name__ == "__main__":
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        sys.stderr.write(
-            f"error: `{sys.executable}` cannot import torch\n"
-            "help: run `scripts/torch-env` from an mpipec checkout (it creates the cached environment `mpipec verify`\n"
-            "      finds by itself), or point --python or MPIPEC_PYTHON at a Python that has torch\n"
-        )
-        sys.exit(EXIT_MISSING)
+    packages(["torch"], "run `scripts/torch-env` from an mpipec checkout (it creates the cached environment `mpipec verify`\n"
+             "      finds by itself), or point --python or MPIPEC_PYTHON at a Python that has torch")
 
 import argparse  # noqa: E402
 import math  # noqa: E402

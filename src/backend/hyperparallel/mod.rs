@@ -116,7 +116,7 @@ fn config(resolved: &Resolved, ir: &PlanIr, body: &BodyStages) -> Map {
     }
     let checkpoint = match decoder.map(|(p, _)| p.recompute).unwrap_or(Recompute::None) {
         Recompute::None => "off",
-        Recompute::Selective => "selective",
+        Recompute::Selective | Recompute::Ops => "selective",
         Recompute::Full => "full",
     };
     let train = Map::new()

@@ -1,0 +1,72 @@
+"""What `mpipec profile` makes of its measurements (mpipec.torch.profile), on hand numbers: each
+op's layer times scaled by that op's ratio of run to isolated time, and a message's flight on a
+CPU as half the round trip less half the CPU both ranks spent on it. No processes, no timing.
+
+    python -m unittest discover -s tests/python -p test_profile.py
+"""
+
+import unittest
+
+from mpipec.torch import profile
+
+# Two stages of two layers on two ranks: a forward and a fused backward each.
+PLAN = {
+    "stages": [{"layers": [0, 2]}, {"layers": [2, 4]}],
+    "pipeline": {"images": 1},
+    "ranks": [{"instructions": [{"op": "forward", "stage": s}, {"op": "send", "stage": s},
+                                {"op": "backward", "stage": s}]} for s in (0, 1)],
+}
+KINDS = ["a", "a", "a", "a"]
+
+
+def layers():
+    return {"a": {"forward_s": 1.0, "backward_s": 2.0, "backward_input_s": 1.0, "backward_weight_s": 1.0}}
+
+
+def ranks(forward, backward):
+    """Each rank's steps: a slow warm-up step, then the step `steady` takes (the fastest after it)."""
+    step = [forward, 0.5, backward]
+    return [{"rank": r, "dp_rank": 0, "step_seconds": [99.0, 9.0], "timings": [[9.0, 9.0, 9.0], step]}
+            for r in (0, 1)]
+
+
+class Calibrate(unittest.TestCase):
+    def test_each_op_scales_by_its_own_ratio(self):
+        # A stage's forward is 2 layers of 1 s alone and took 3 s in the run: 1.5; its fused
+        # backward, 2 × 2 s alone, took 4 s: 1. The halves the run did not hold take the ratio
+        # over every compute instruction, (3 + 4) / (2 + 4).
+        row = layers()
+        scales = profile.calibrate(PLAN, ranks(3.0, 4.0), row, KINDS)
+        every = 7.0 / 6.0
+        self.assertEqual(scales, {"forward_s": 1.5, "backward_s": 1.0, "backward_input_s": every,
+                                  "backward_weight_s": every})
+        self.assertEqual(row["a"]["forward_s"], 1.5)
+        self.assertEqual(row["a"]["backward_s"], 2.0)
+        self.assertAlmostEqual(row["a"]["backward_input_s"], every)
+
+    def test_no_constant_per_instruction(self):
+        costs = profile.runtime_costs(PLAN, ranks(3.0, 4.0), layers(), KINDS, cpu=True)
+        self.assertEqual(costs["compute_s"], 0.0)
+        self.assertEqual(costs["clock"], "cpu")
+        self.assertEqual(costs["send_s"], 0.5)
+
+
+class Flights(unittest.TestCase):
+    def test_a_cpu_flight_is_the_round_trip_less_both_ends(self):
+        # One way 1 ms; the two ranks spent 0.4 and 0.2 ms of CPU on a round trip (each one send
+        # and one receive): the flight is 1 − (0.4 + 0.2) / 2 = 0.7 ms, never below 0.
+        first = [(64, 1e-3, 4e-4), (1024, 2e-4, 4e-4)]
+        second = [(64, 1.1e-3, 2e-4), (1024, 2e-4, 6e-4)]
+        got = profile.flights(first, second)
+        self.assertEqual([n for n, _ in got], [64, 1024])
+        self.assertAlmostEqual(got[0][1], 7e-4)
+        self.assertEqual(got[1][1], 0.0)
+
+    def test_a_gpu_flight_is_half_the_round_trip(self):
+        first = [(64, 1e-3, None)]
+        self.assertEqual(profile.flights(first, [(64, 2e-3, None)]), [(64, 1e-3)])
+        self.assertEqual(profile.flights(first, None), [(64, 1e-3)])
+
+
+if __name__ == "__main__":
+    unittest.main()
