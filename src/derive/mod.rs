@@ -131,7 +131,6 @@ fn lower_placed(
         (placement.regions[sink.region].name.clone(), owners)
     });
     reductions(&mut g, plan, &placement);
-    g.link_chains();
     let lists = g.lower();
     let mut ir = assemble(plan, &placement, transposed.as_ref(), lists);
     if let Some((name, owners)) = sink_owners {

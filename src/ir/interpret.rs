@@ -65,6 +65,40 @@ fn key(rank: u32, i: &Instr) -> Option<Key> {
     }
 }
 
+/// When each sent tensor arrives at its receiver, by key; a later send of the same key replaces
+/// the time. Kept per microbatch, each a short list looked through from its latest entry: one
+/// hash map of every transfer of the step missed the cache on nearly every send and receive,
+/// and the microbatches a pipeline has in flight at once are few.
+struct Arrivals {
+    by_microbatch: Vec<Vec<(Key, f64)>>,
+    /// Keys of microbatches past the pipeline's count, which only an invalid plan has.
+    beyond: FxHashMap<Key, f64>,
+}
+
+impl Arrivals {
+    fn new(microbatches: u32) -> Arrivals {
+        Arrivals { by_microbatch: vec![Vec::new(); microbatches as usize], beyond: FxHashMap::default() }
+    }
+
+    fn get(&self, k: &Key) -> Option<f64> {
+        match self.by_microbatch.get(k.4 as usize) {
+            Some(list) => list.iter().rev().find(|(key, _)| key == k).map(|(_, t)| *t),
+            None => self.beyond.get(k).copied(),
+        }
+    }
+
+    fn insert(&mut self, k: Key, t: f64) {
+        let Some(list) = self.by_microbatch.get_mut(k.4 as usize) else {
+            self.beyond.insert(k, t);
+            return;
+        };
+        match list.iter_mut().rev().find(|(key, _)| *key == k) {
+            Some(entry) => entry.1 = t,
+            None => list.push((k, t)),
+        }
+    }
+}
+
 pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
     let ranks = ir.ranks.len();
     let mut start: Vec<Vec<f64>> = ir.ranks.iter().map(|r| vec![0.0; r.instructions.len()]).collect();
@@ -72,7 +106,7 @@ pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock>
     let mut pc = vec![0usize; ranks];
     let mut clock = vec![0.0f64; ranks];
     // Arrival time of every sent tensor at its receiver, and who waits for which.
-    let mut arrived: FxHashMap<Key, f64> = FxHashMap::default();
+    let mut arrived = Arrivals::new(ir.pipeline.microbatches);
     let mut waiting: FxHashMap<Key, usize> = FxHashMap::default();
     // The k-th pipeline-group collective: ranks arrived so far, their latest clock, and when it
     // ends; the group's collectives run one after another, each once all ranks are in.
@@ -90,7 +124,7 @@ pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock>
             match i.op {
                 Op::Recv => {
                     let Some(k) = key(rank, i) else { break };
-                    let Some(&t) = arrived.get(&k) else {
+                    let Some(t) = arrived.get(&k) else {
                         waiting.insert(k, r);
                         break;
                     };
