@@ -121,7 +121,7 @@ fn least_delay(
         place_all(windows, (jobs, &order), fixed, delay)
     };
     if let Some(s) = attempt(0.0) {
-        return s;
+        return s.schedule();
     }
     // Everything fits in front of the body once the delay covers all the work.
     let total = jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>();
@@ -156,7 +156,7 @@ fn least_delay(
             None => lo = mid,
         }
     }
-    best
+    best.schedule()
 }
 
 /// Local improvement: move one job at a time to another owner, the others keeping theirs,
@@ -199,6 +199,25 @@ fn by_deadline(jobs: &[Job]) -> Vec<usize> {
     order
 }
 
+/// One placement of every job: its schedule but for the slots, which are in one list, a job's
+/// forwards at `slots[a..b]` and backwards at `slots[b..c]` for `at[job] = [a, b, c]`. Only
+/// the attempt the search keeps is made a [`Schedule`]: lists per job for every attempt cost
+/// about as much as placing.
+struct Attempt {
+    schedule: Schedule,
+    slots: Vec<Slot>,
+    at: Vec<[usize; 3]>,
+}
+
+impl Attempt {
+    fn schedule(self) -> Schedule {
+        let Attempt { mut schedule, slots, at } = self;
+        schedule.forward = at.iter().map(|[a, b, _]| slots[*a..*b].to_vec()).collect();
+        schedule.backward = at.iter().map(|[_, b, c]| slots[*b..*c].to_vec()).collect();
+        schedule
+    }
+}
+
 /// Every job placed, in `order` ([`by_deadline`]), with the body delayed by `delay`; `None`
 /// when a deadline is missed.
 fn place_all(
@@ -206,16 +225,18 @@ fn place_all(
     (jobs, order): (&[Job], &[usize]),
     fixed: Option<&[u32]>,
     delay: f64,
-) -> Option<Schedule> {
+) -> Option<Attempt> {
     let mut lanes: Vec<Lane> = windows.iter().map(|w| Lane::new(w, delay)).collect();
     let mut schedule = Schedule {
         delay,
         end: 0.0,
         owners: vec![0; jobs.len()],
         backward_owners: vec![0; jobs.len()],
-        forward: vec![Vec::new(); jobs.len()],
-        backward: vec![Vec::new(); jobs.len()],
+        forward: Vec::new(),
+        backward: Vec::new(),
     };
+    let chunks = jobs.iter().map(|j| j.forward.len() + j.backward.len()).sum();
+    let (mut slots, mut at) = (Vec::with_capacity(chunks), vec![[0; 3]; jobs.len()]);
     let (mut fits, mut candidates) = (Fits::default(), Vec::with_capacity(lanes.len()));
     for &mb in order {
         let job = &jobs[mb];
@@ -233,7 +254,8 @@ fn place_all(
         let backward = if apart { &[][..] } else { &job.backward[..] };
         let r = best_fit(&lanes, &candidates, (&job.forward, backward), job, delay, &mut fits)?;
         lanes[r as usize].take(&job.forward, &fits.best_ahead);
-        schedule.forward[mb] = fits.best_ahead.iter().map(|&(w, start)| lanes[r as usize].slot(w, start)).collect();
+        at[mb][0] = slots.len();
+        slots.extend(fits.best_ahead.iter().map(|&(w, start)| lanes[r as usize].slot(w, start)));
         let mut q = r;
         if apart {
             // The forward's rank first: on a tie the backward stays, and nothing travels.
@@ -248,10 +270,12 @@ fn place_all(
         lanes[q as usize].take(&job.backward, &fits.best_behind);
         schedule.owners[mb] = r;
         schedule.backward_owners[mb] = q;
-        schedule.backward[mb] = fits.best_behind.iter().map(|&(w, start)| lanes[q as usize].slot(w, start)).collect();
+        at[mb][1] = slots.len();
+        slots.extend(fits.best_behind.iter().map(|&(w, start)| lanes[q as usize].slot(w, start)));
+        at[mb][2] = slots.len();
     }
     schedule.end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
-    Some(schedule)
+    Some(Attempt { schedule, slots, at })
 }
 
 /// (window, start) of each chunk fitted into a lane.
@@ -432,7 +456,12 @@ impl Room {
         self.tree[i] = value;
         while i > 1 {
             i /= 2;
-            self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            let larger = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            // An unchanged node leaves every node above it as it is.
+            if self.tree[i] == larger {
+                break;
+            }
+            self.tree[i] = larger;
         }
     }
 
