@@ -391,12 +391,14 @@ impl<'a> Lane<'a> {
                 let here = pending[p..].iter().take_while(|(pw, _)| *pw == w);
                 let start = here.fold(self.used[w], |u, (_, e)| u.max(*e)).max(t);
                 if start + c <= self.to[w] + EPS || w + 1 == self.to.len() {
+                    let waited = at.is_empty() || start > t;
                     at.push((w, start));
                     t = start + c;
                     // Each later chunk starts no earlier than the one before it ends, and
                     // rounding keeps order: back to back from here they end no later than they
                     // will, so a rank given up then is given up now, without fitting the rest.
-                    let soonest = if at.len() == 1 { chunks[1..].iter().fold(t, |t, c| t + c) } else { t };
+                    // Only a chunk that waited moves that end; the first sets it.
+                    let soonest = if waited { chunks[at.len()..].iter().fold(t, |t, c| t + c) } else { t };
                     if gives_up(soonest) {
                         return None;
                     }
