@@ -6,6 +6,7 @@
 //! ([`nearest`]): the same search, made for the plan in that form.
 
 use super::nearest::TargetForm;
+use super::owner::Schedule;
 use super::placement;
 use super::resolved::{Choices, Resolved};
 use super::{Lowering, lower_with};
@@ -54,16 +55,15 @@ fn search(plan: &Plan, costs: &dyn Costs) -> Choices {
         });
         choice.sink = Some(best);
     }
-    if has_encoder {
-        choice.encoder_schedule = lower_with(&plan, costs, &choice).transpose.and_then(|t| t.schedule);
-    }
     choice
 }
 
 /// The encoder's form that simulates fastest: the plan's own `transpose` with each chunk count
 /// `chunks = auto` allows, and with `owner by_microbatch` also its round-robin map and
 /// HyperParallel's prefix form, so that a plan never runs slower than either. Ties go to the
-/// earlier candidate: fewer chunks, the plan's own form.
+/// earlier candidate: fewer chunks, the plan's own form. The choices come with the fastest
+/// candidate's encoder schedule: lowering with them again would find the same one, and the
+/// sink's owners, placed after the encoder, do not move it.
 fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choices) -> (Skeleton, Choices) {
     let written = plan.schedule[0].skeleton;
     let Skeleton::Transpose { fill, chunks, .. } = written else { unreachable!("the encoder is replicated") };
@@ -79,39 +79,41 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choices) -> (Skeleton, C
         forms.extend(counts.iter().map(|&n| (written, Some(OwnerSpec::RoundRobin), n)));
         forms.push((Skeleton::whole_transpose(Fill::Prefix), Some(OwnerSpec::RoundRobin), 1));
     }
-    let mut best: Option<(f64, usize)> = None;
+    let mut best: Option<(f64, usize, Option<Schedule>)> = None;
     for (i, (skeleton, owner, n)) in forms.iter().enumerate() {
         let mut candidate = plan.clone();
         candidate.schedule[0].skeleton = *skeleton;
         if let Some(o) = owner {
             candidate.owner = Some(o.clone());
         }
-        let t = candidate_step(&lower_with(&candidate, costs, &Choices { chunks: *n, ..probe.clone() }), costs);
-        if best.is_none_or(|(b, _)| t < b * (1.0 - 1e-6)) {
-            best = Some((t, i));
+        let (t, schedule) = timed(&candidate, costs, &Choices { chunks: *n, ..probe.clone() });
+        if best.as_ref().is_none_or(|(b, _, _)| t < b * (1.0 - 1e-6)) {
+            best = Some((t, i, schedule));
         }
     }
-    let (best, i) = best.expect("at least the plan's own form");
+    let (best, i, schedule) = best.expect("at least the plan's own form");
     let (skeleton, owner, n) = forms[i].clone();
-    let chosen = Choices { chunks: n, encoder_owner: owner, ..probe.clone() };
+    let chosen = Choices { chunks: n, encoder_owner: owner, encoder_schedule: schedule, ..probe.clone() };
     let mut candidate = plan.clone();
     candidate.schedule[0].skeleton = skeleton;
-    let (split_step, parts) = image_splits(&candidate, &chosen, best, costs);
+    let (split_step, parts, schedule) = image_splits(&candidate, &chosen, best, costs);
     if parts.is_empty() {
         return (skeleton, chosen);
     }
     // Parts are smaller than whole encodes: they may fit the idle time in fewer chunks.
-    let mut best = (split_step, chosen.chunks);
+    let mut best = (split_step, chosen.chunks, schedule);
     for &n in counts.iter().filter(|&&n| n != chosen.chunks) {
-        let t = candidate_step(
-            &lower_with(&candidate, costs, &Choices { chunks: n, parts: parts.clone(), ..chosen.clone() }),
-            costs,
-        );
+        let (t, schedule) = timed(&candidate, costs, &Choices { chunks: n, parts: parts.clone(), ..searched(&chosen) });
         if t < best.0 * (1.0 - 1e-6) {
-            best = (t, n);
+            best = (t, n, schedule);
         }
     }
-    (skeleton, Choices { parts, chunks: best.1, ..chosen })
+    (skeleton, Choices { parts, chunks: best.1, encoder_schedule: best.2, ..chosen })
+}
+
+/// `choices` with the encoder's schedule left to the search: a candidate's own.
+fn searched(choices: &Choices) -> Choices {
+    Choices { encoder_schedule: None, ..choices.clone() }
 }
 
 /// Where splitting a microbatch's images across ranks pays: the first microbatches (their
@@ -120,25 +122,26 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choices) -> (Skeleton, C
 /// over as many ranks as the images allow, then over how many ranks (2, 4, …: fewer parts go
 /// only where the idle time is), each timed against the best so far, starting from `unsplit`,
 /// the step without any split.
-fn image_splits(plan: &Plan, chosen: &Choices, unsplit: f64, costs: &dyn Costs) -> (f64, Vec<u32>) {
+fn image_splits(plan: &Plan, chosen: &Choices, unsplit: f64, costs: &dyn Costs) -> (f64, Vec<u32>, Option<Schedule>) {
+    let none = || (unsplit, Vec::new(), chosen.encoder_schedule.clone());
     let Skeleton::Transpose { fill: Fill::Slack, lookahead: false, .. } = plan.schedule[0].skeleton else {
-        return (unsplit, Vec::new());
+        return none();
     };
     let m = plan.batch.microbatches as usize;
     let most = (plan.batch.images as u32).min(plan.cluster.pp as u32);
     if most <= 1 {
-        return (unsplit, Vec::new());
+        return none();
     }
     let trainable = plan.region_parts(0).any(|part| !part.frozen);
     let doubling =
         |limit: usize| std::iter::successors(Some(1usize), |n| n.checked_mul(2)).take_while(move |n| *n < limit);
     let counts: Vec<usize> = doubling(m).chain([m]).collect();
     let widths: Vec<u32> = doubling(most as usize).skip(1).map(|n| n as u32).collect();
-    let mut best = (unsplit, vec![1; m]);
-    let try_split = |best: &mut (f64, Vec<u32>), split: Vec<u32>| {
-        let t = candidate_step(&lower_with(plan, costs, &Choices { parts: split.clone(), ..chosen.clone() }), costs);
+    let mut best = (unsplit, vec![1; m], chosen.encoder_schedule.clone());
+    let try_split = |best: &mut (f64, Vec<u32>, Option<Schedule>), split: Vec<u32>| {
+        let (t, schedule) = timed(plan, costs, &Choices { parts: split.clone(), ..searched(chosen) });
         if t < best.0 * (1.0 - 1e-6) {
-            *best = (t, split);
+            *best = (t, split, schedule);
         }
     };
     let ends: &[bool] = if trainable { &[false, true] } else { &[false] };
@@ -157,7 +160,7 @@ fn image_splits(plan: &Plan, chosen: &Choices, unsplit: f64, costs: &dyn Costs) 
             try_split(&mut best, with(j, parts));
         }
     }
-    if best.1.iter().all(|k| *k == 1) { (unsplit, Vec::new()) } else { best }
+    if best.1.iter().all(|k| *k == 1) { none() } else { best }
 }
 
 /// Chunk counts worth trying for an encoder of `layers` layers: whole encodes, halvings down to
@@ -180,6 +183,13 @@ fn fastest(candidates: &[Vec<u32>], costs: &dyn Costs, lower: impl Fn(&Vec<u32>)
         }
     }
     candidates[best.1].clone()
+}
+
+/// A candidate's step, and where its encoder's chunks went.
+fn timed(plan: &Plan, costs: &dyn Costs, choices: &Choices) -> (f64, Option<Schedule>) {
+    let lowering = lower_with(plan, costs, choices);
+    let t = candidate_step(&lowering, costs);
+    (t, lowering.transpose.and_then(|t| t.schedule))
 }
 
 /// The step of a derived plan as the cost model times its compute and transfers.

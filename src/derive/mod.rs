@@ -104,6 +104,12 @@ pub fn placed(plan: &Plan, costs: &dyn Costs, chunks: u32) -> Placed {
     let placement = placement::place_chunked(plan, costs, chunks.max(1));
     let mut graph =
         OrderGraph::new(placement.body.shape.ranks, placement.stages.len() as u32, placement.body.shape.microbatches);
+    // At most three events a stage and microbatch (forward, backward input and weight), each
+    // with its hand-offs: room made once, where the graph copied itself as it grew.
+    let per_microbatch: usize = placement.stages.iter().map(|s| if s.backward { 3 } else { 1 }).sum();
+    let events = per_microbatch * placement.body.shape.microbatches as usize;
+    graph.graph.reserve_nodes(events);
+    graph.graph.reserve_edges(2 * events);
     body(&mut graph, &placement);
     Placed { placement, graph }
 }
@@ -145,7 +151,6 @@ fn lower_placed(
         (placement.regions[sink.region].name.clone(), owners)
     });
     reductions(&mut g, plan, &placement);
-    g.link_chains();
     let lists = g.lower();
     let mut ir = assemble(plan, &placement, transposed.as_ref(), lists);
     if let Some((name, owners)) = sink_owners {

@@ -1,8 +1,8 @@
 //! The order graph: every event of a step (forwards, backwards, the encoder's work,
-//! reductions, the optimizer step) as a node, with program-order edges along each rank's
-//! chain and data edges between events that hand a tensor on. Lowering walks each chain and
-//! turns every data edge that crosses ranks into a send after its producer and a receive
-//! before its consumer.
+//! reductions, the optimizer step) as a node, with data edges between events that hand a
+//! tensor on; each rank's chain gives its program order. Lowering walks each chain and turns
+//! every data edge that crosses ranks into a send after its producer and a receive before its
+//! consumer.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -19,17 +19,12 @@ pub struct Event {
     pub rank: Option<u32>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dep {
-    /// The next event on the same rank.
-    Program,
-    /// A tensor handed from one event to the next: activations or gradients.
-    Data(Dir),
-}
-
 #[derive(Clone, Debug, Default)]
 pub struct OrderGraph {
-    pub graph: DiGraph<Event, Dep>,
+    /// Data edges: a tensor handed from one event to the next, activations or gradients.
+    /// Program order is the chains alone, never edges: every lowering of a candidate would
+    /// otherwise add and walk one per event.
+    pub graph: DiGraph<Event, Dir>,
     /// Each rank's events in execution order.
     pub chains: Vec<Vec<NodeIndex>>,
     /// Compute events by (op, stage, microbatch), densely: `slot` gives the position.
@@ -79,7 +74,7 @@ impl OrderGraph {
     }
 
     pub fn data(&mut self, from: NodeIndex, to: NodeIndex, dir: Dir) {
-        self.graph.add_edge(from, to, Dep::Data(dir));
+        self.graph.add_edge(from, to, dir);
     }
 
     /// Places the send of `producer`'s cross-rank outputs after `anchor` instead.
@@ -90,15 +85,6 @@ impl OrderGraph {
     /// Places the receive of `consumer`'s cross-rank inputs before `anchor` instead.
     pub fn recv_before(&mut self, consumer: NodeIndex, anchor: NodeIndex) {
         self.recv_before.insert(consumer, anchor);
-    }
-
-    /// Adds program-order edges along every chain; call once the chains are final.
-    pub fn link_chains(&mut self) {
-        for chain in &self.chains {
-            for pair in chain.windows(2) {
-                self.graph.add_edge(pair[0], pair[1], Dep::Program);
-            }
-        }
     }
 
     /// The rank an event runs on, as seen from `rank`'s chain.
@@ -115,62 +101,80 @@ impl OrderGraph {
 
     fn lower_rank(&self, rank: u32) -> Vec<Instr> {
         let chain = &self.chains[rank as usize];
-        // Transfers to print before / after each chain position; anchors are found by position.
-        let mut before: Vec<Vec<Instr>> = vec![Vec::new(); chain.len()];
-        let mut after: Vec<Vec<Instr>> = vec![Vec::new(); chain.len()];
-        let anchored = !self.send_after.is_empty() || !self.recv_before.is_empty();
-        let position: HashMap<NodeIndex, usize> =
-            if anchored { chain.iter().enumerate().map(|(i, n)| (*n, i)).collect() } else { HashMap::default() };
+        let position = self.anchor_positions(chain);
         let anchor = |anchors: &HashMap<NodeIndex, NodeIndex>, node: NodeIndex, default: usize| {
             anchors.get(&node).and_then(|a| position.get(a)).copied().unwrap_or(default)
         };
+        // Transfers keyed by where they go, 2i before chain position i and 2i + 1 after it, in
+        // the order they are found: one list sorted stably at the end, where a list per
+        // position cost an allocation per event.
+        let mut transfers: Vec<(usize, Instr)> = Vec::with_capacity(chain.len());
+        let mut found: Vec<(u32, Instr)> = Vec::new();
         for (i, &node) in chain.iter().enumerate() {
             // An overlapped pair is one slot: its transfers go around both halves.
             let opens = |j: usize| self.pair_starts(chain, j);
             let group_start = if i > 0 && opens(i - 1) { i - 1 } else { i };
             let group_end = if opens(i) { i + 1 } else { i };
             let me = &self.graph[node].instr;
-            let mut inputs: Vec<(u32, Instr)> = Vec::new();
             for edge in self.graph.edges_directed(node, Direction::Incoming) {
-                let Dep::Data(dir) = *edge.weight() else { continue };
-                let from = self.rank_of(edge.source(), rank);
+                let (from, dir) = (self.rank_of(edge.source(), rank), *edge.weight());
                 if from != rank {
                     let producer = &self.graph[edge.source()].instr;
                     let (stage, mb) = (producer.stage.unwrap_or(0), producer.mb.unwrap_or(0));
                     // A part's tensor is its images' slice, activation or gradient alike.
                     let images = producer.images.or(if dir == Dir::Grad { me.images } else { None });
-                    inputs.push((from, Instr { images, ..Instr::comm(Op::Recv, dir, stage, mb, from) }));
+                    found.push((from, Instr { images, ..Instr::comm(Op::Recv, dir, stage, mb, from) }));
                 }
             }
-            if !inputs.is_empty() {
-                inputs.sort_by_key(|(from, i)| (i.stage, i.mb, *from));
-                before[anchor(&self.recv_before, node, group_start)].extend(inputs.into_iter().map(|(_, i)| i));
+            if !found.is_empty() {
+                found.sort_by_key(|(from, i)| (i.stage, i.mb, *from));
+                let at = 2 * anchor(&self.recv_before, node, group_start);
+                transfers.extend(found.drain(..).map(|(_, i)| (at, i)));
             }
-            let mut outputs: Vec<(u32, Instr)> = Vec::new();
             // A send event (features held from the step before) is its own output.
             let outgoing = if me.op == Op::Send { None } else { Some(node) };
             for edge in outgoing.into_iter().flat_map(|n| self.graph.edges_directed(n, Direction::Outgoing)) {
-                let Dep::Data(dir) = *edge.weight() else { continue };
-                let to = self.rank_of(edge.target(), rank);
+                let (to, dir) = (self.rank_of(edge.target(), rank), *edge.weight());
                 if to != rank {
                     let target = &self.graph[edge.target()].instr;
                     let images = me.images.or(if dir == Dir::Grad { target.images } else { None });
                     let send = Instr::comm(Op::Send, dir, me.stage.unwrap_or(0), me.mb.unwrap_or(0), to);
-                    outputs.push((to, Instr { images, ..send }));
+                    found.push((to, Instr { images, ..send }));
                 }
             }
-            if !outputs.is_empty() {
-                outputs.sort_by_key(|(to, _)| *to);
-                after[anchor(&self.send_after, node, group_end)].extend(outputs.into_iter().map(|(_, i)| i));
+            if !found.is_empty() {
+                found.sort_by_key(|(to, _)| *to);
+                let at = 2 * anchor(&self.send_after, node, group_end) + 1;
+                transfers.extend(found.drain(..).map(|(_, i)| (at, i)));
             }
         }
-        let mut out = Vec::with_capacity(chain.len() * 2);
+        // Only anchored transfers and overlapped pairs are out of order: most lists are sorted.
+        if !transfers.is_sorted_by_key(|(at, _)| *at) {
+            transfers.sort_by_key(|(at, _)| *at);
+        }
+        let mut out = Vec::with_capacity(chain.len() + transfers.len());
+        let mut transfers = transfers.into_iter().peekable();
         for (i, node) in chain.iter().enumerate() {
-            out.append(&mut before[i]);
+            while let Some((_, t)) = transfers.next_if(|(at, _)| *at == 2 * i) {
+                out.push(t);
+            }
             out.push(self.graph[*node].instr.clone());
-            out.append(&mut after[i]);
+            while let Some((_, t)) = transfers.next_if(|(at, _)| *at == 2 * i + 1) {
+                out.push(t);
+            }
         }
         out
+    }
+
+    /// Where in `chain` the events transfers are anchored to stand (of one that stands there
+    /// twice, the later place).
+    fn anchor_positions(&self, chain: &[NodeIndex]) -> HashMap<NodeIndex, usize> {
+        let anchors: rustc_hash::FxHashSet<NodeIndex> =
+            self.send_after.values().chain(self.recv_before.values()).copied().collect();
+        if anchors.is_empty() {
+            return HashMap::default();
+        }
+        chain.iter().enumerate().filter(|(_, n)| anchors.contains(n)).map(|(i, n)| (*n, i)).collect()
     }
 
     /// Whether chain[i] is the forward half that opens an overlapped pair.

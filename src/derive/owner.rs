@@ -115,12 +115,13 @@ fn least_delay(
     fixed: Option<&[u32]>,
     (effort, budget): (Effort, &mut usize),
 ) -> Schedule {
+    let order = by_deadline(jobs);
     let mut attempt = |delay: f64| {
         *budget = budget.saturating_sub(1);
-        place_all(windows, jobs, fixed, delay)
+        place_all(windows, (jobs, &order), fixed, delay)
     };
     if let Some(s) = attempt(0.0) {
-        return s;
+        return s.schedule();
     }
     // Everything fits in front of the body once the delay covers all the work.
     let total = jobs.iter().map(|j| j.forward.iter().sum::<f64>()).sum::<f64>();
@@ -155,7 +156,7 @@ fn least_delay(
             None => lo = mid,
         }
     }
-    best
+    best.schedule()
 }
 
 /// Local improvement: move one job at a time to another owner, the others keeping theirs,
@@ -190,93 +191,155 @@ fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedul
     best
 }
 
-/// Every job placed with the body delayed by `delay`; `None` when a deadline is missed.
-fn place_all(windows: &[Vec<Window>], jobs: &[Job], fixed: Option<&[u32]>, delay: f64) -> Option<Schedule> {
-    let mut lanes: Vec<Lane> = windows.iter().map(|w| Lane::new(w, delay)).collect();
+/// The jobs in the order they are placed: by deadline (by release without one), then as given.
+fn by_deadline(jobs: &[Job]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     let key = |j: &Job| j.deadline.unwrap_or(j.release);
     order.sort_by(|&a, &b| key(&jobs[a]).total_cmp(&key(&jobs[b])).then(a.cmp(&b)));
+    order
+}
+
+/// One placement of every job: its schedule but for the slots, which are in one list, a job's
+/// forwards at `slots[a..b]` and backwards at `slots[b..c]` for `at[job] = [a, b, c]`. Only
+/// the attempt the search keeps is made a [`Schedule`]: lists per job for every attempt cost
+/// about as much as placing.
+struct Attempt {
+    schedule: Schedule,
+    slots: Vec<Slot>,
+    at: Vec<[usize; 3]>,
+}
+
+impl Attempt {
+    fn schedule(self) -> Schedule {
+        let Attempt { mut schedule, slots, at } = self;
+        schedule.forward = at.iter().map(|[a, b, _]| slots[*a..*b].to_vec()).collect();
+        schedule.backward = at.iter().map(|[_, b, c]| slots[*b..*c].to_vec()).collect();
+        schedule
+    }
+}
+
+/// Every job placed, in `order` ([`by_deadline`]), with the body delayed by `delay`; `None`
+/// when a deadline is missed.
+fn place_all(
+    windows: &[Vec<Window>],
+    (jobs, order): (&[Job], &[usize]),
+    fixed: Option<&[u32]>,
+    delay: f64,
+) -> Option<Attempt> {
+    let mut lanes: Vec<Lane> = windows.iter().map(|w| Lane::new(w, delay)).collect();
     let mut schedule = Schedule {
         delay,
         end: 0.0,
         owners: vec![0; jobs.len()],
         backward_owners: vec![0; jobs.len()],
-        forward: vec![Vec::new(); jobs.len()],
-        backward: vec![Vec::new(); jobs.len()],
+        forward: Vec::new(),
+        backward: Vec::new(),
     };
-    for mb in order {
+    let chunks = jobs.iter().map(|j| j.forward.len() + j.backward.len()).sum();
+    let (mut slots, mut at) = (Vec::with_capacity(chunks), vec![[0; 3]; jobs.len()]);
+    let (mut fits, mut candidates) = (Fits::default(), Vec::with_capacity(lanes.len()));
+    for &mb in order {
         let job = &jobs[mb];
         // Parts of one microbatch are placed one after another (same deadline, adjacent), each
         // forward on its own rank and each backward on its own rank.
         let siblings: Vec<usize> = (0..mb).rev().take_while(|&o| jobs[o].mb == job.mb).collect();
-        let candidates: Vec<u32> = match fixed {
-            Some(f) => vec![f[mb]],
-            None => (0..lanes.len() as u32).filter(|r| !siblings.iter().any(|&o| schedule.owners[o] == *r)).collect(),
-        };
+        candidates.clear();
+        match fixed {
+            Some(f) => candidates.push(f[mb]),
+            None => candidates
+                .extend((0..lanes.len() as u32).filter(|r| !siblings.iter().any(|&o| schedule.owners[o] == *r))),
+        }
         // A backward that may move is placed on its own once the forward is.
         let apart = job.moves && fixed.is_none() && !job.backward.is_empty();
         let backward = if apart { &[][..] } else { &job.backward[..] };
-        let (r, forward, mut behind) = best_fit(&lanes, candidates, &job.forward, backward, job, delay)?;
-        lanes[r as usize].take(&job.forward, &forward);
+        let r = best_fit(&lanes, &candidates, (&job.forward, backward), job, delay, &mut fits)?;
+        lanes[r as usize].take(&job.forward, &fits.best_ahead);
+        at[mb][0] = slots.len();
+        slots.extend(fits.best_ahead.iter().map(|&(w, start)| lanes[r as usize].slot(w, start)));
         let mut q = r;
         if apart {
             // The forward's rank first: on a tie the backward stays, and nothing travels.
-            let free: Vec<u32> = std::iter::once(r)
-                .chain((0..lanes.len() as u32).filter(|&q| q != r))
-                .filter(|q| !siblings.iter().any(|&o| schedule.backward_owners[o] == *q))
-                .collect();
-            (q, _, behind) = best_fit(&lanes, free, &[], &job.backward, job, delay)?;
+            candidates.clear();
+            candidates.extend(
+                std::iter::once(r)
+                    .chain((0..lanes.len() as u32).filter(|&q| q != r))
+                    .filter(|q| !siblings.iter().any(|&o| schedule.backward_owners[o] == *q)),
+            );
+            q = best_fit(&lanes, &candidates, (&[], &job.backward), job, delay, &mut fits)?;
         }
-        lanes[q as usize].take(&job.backward, &behind);
+        lanes[q as usize].take(&job.backward, &fits.best_behind);
         schedule.owners[mb] = r;
         schedule.backward_owners[mb] = q;
-        schedule.forward[mb] = forward.into_iter().map(|(w, start)| lanes[r as usize].slot(w, start)).collect();
-        schedule.backward[mb] = behind.into_iter().map(|(w, start)| lanes[q as usize].slot(w, start)).collect();
+        at[mb][1] = slots.len();
+        slots.extend(fits.best_behind.iter().map(|&(w, start)| lanes[q as usize].slot(w, start)));
+        at[mb][2] = slots.len();
     }
     schedule.end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
-    Some(schedule)
+    Some(Attempt { schedule, slots, at })
 }
 
 /// (window, start) of each chunk fitted into a lane.
 type Fitted = Vec<(usize, f64)>;
 
+/// What [`best_fit`] fits a job into, kept from job to job: allocating them for every rank
+/// tried was much of the time spent placing.
+#[derive(Default)]
+struct Fits {
+    /// The rank being tried: its forward and backward chunks, and when the forward's end.
+    ahead: Fitted,
+    behind: Fitted,
+    ends: Fitted,
+    /// The best rank so far.
+    best_ahead: Fitted,
+    best_behind: Fitted,
+}
+
 /// The candidate rank where `forward` then `backward` (either may be empty) move the end of the
-/// step least, then finish earliest; ties go to the earlier rank. `None` when no candidate
-/// meets the job's deadline.
+/// step least, then finish earliest, with its chunks in `fits.best_ahead` and
+/// `fits.best_behind`; ties go to the earlier rank. `None` when no candidate meets the job's
+/// deadline.
 fn best_fit(
     lanes: &[Lane],
-    candidates: Vec<u32>,
-    forward: &[f64],
-    backward: &[f64],
+    candidates: &[u32],
+    (forward, backward): (&[f64], &[f64]),
     job: &Job,
     delay: f64,
-) -> Option<(u32, Fitted, Fitted)> {
+    fits: &mut Fits,
+) -> Option<u32> {
     let step_end = lanes.iter().map(|l| l.end).fold(0.0, f64::max);
-    let mut best: Option<((f64, f64), u32, Fitted, Fitted)> = None;
-    for r in candidates {
+    let mut best: Option<((f64, f64), u32)> = None;
+    for &r in candidates {
         let lane = &lanes[r as usize];
         // The chunks end one after another, so a rank is given up at the first that ends past
         // the deadline, or, of the job's last chunks, no earlier than the best rank's finish:
         // it could not be better.
-        let best_finish = best.as_ref().map_or(f64::INFINITY, |b| b.0.1);
+        let best_finish = best.map_or(f64::INFINITY, |b| b.0.1);
         let deadline = job.deadline.filter(|_| !forward.is_empty()).map_or(f64::INFINITY, |d| d + delay + EPS);
         let last = if backward.is_empty() { best_finish } else { f64::INFINITY };
-        let Some((ahead, done)) = lane.fit(forward, 0.0, &[], |t| t > deadline || t >= last) else { continue };
-        let fitted = if backward.is_empty() {
-            Some((Vec::new(), done))
+        let Some(done) = lane.fit(forward, 0.0, &[], |t| t > deadline || t >= last, &mut fits.ahead) else { continue };
+        fits.behind.clear();
+        let finish = if backward.is_empty() {
+            done
         } else {
-            let ends: Fitted = ahead.iter().zip(forward).map(|((w, s), c)| (*w, s + c)).collect();
-            lane.fit(backward, job.release + delay, &ends, |t| t >= best_finish)
+            fits.ends.clear();
+            fits.ends.extend(fits.ahead.iter().zip(forward).map(|((w, s), c)| (*w, s + c)));
+            let Some(finish) =
+                lane.fit(backward, job.release + delay, &fits.ends, |t| t >= best_finish, &mut fits.behind)
+            else {
+                continue;
+            };
+            finish
         };
-        let Some((behind, finish)) = fitted else { continue };
         // The step ends with the last rank: first keep that end low, then the job's.
         let score = (step_end.max(finish), finish);
         let better = |b: &(f64, f64)| score.0 < b.0 - EPS || (score.0 <= b.0 + EPS && score.1 < b.1 - EPS);
-        if best.as_ref().is_none_or(|b| better(&b.0)) {
-            best = Some((score, r, ahead, behind));
+        if best.is_none_or(|b| better(&b.0)) {
+            best = Some((score, r));
+            std::mem::swap(&mut fits.ahead, &mut fits.best_ahead);
+            std::mem::swap(&mut fits.behind, &mut fits.best_behind);
         }
     }
-    best.map(|(_, r, ahead, behind)| (r, ahead, behind))
+    best.map(|(_, r)| r)
 }
 
 /// One rank's windows with the delay applied, and how far each is filled.
@@ -300,21 +363,25 @@ impl<'a> Lane<'a> {
         Lane { windows, used: from, to, room, end }
     }
 
-    /// Where `chunks` would run one after another from `earliest` on: (window, start) of each,
+    /// Where `chunks` would run one after another from `earliest` on, (window, start) of each,
     /// and when the last ends. `pending` are (window, end) of chunks fitted but not yet taken,
     /// in the order they run (so by window). The chunks fitted here run one after another, so
     /// the last one's end is past all the others: only `pending` and the lane's fill can hold
-    /// a chunk back further. `None` once a chunk ends at a time `gives_up` rejects.
+    /// a chunk back further. `None` once a chunk ends at a time `gives_up` rejects, which
+    /// rejects every later time too. The places go into `at`.
     fn fit(
         &self,
         chunks: &[f64],
         earliest: f64,
         pending: &[(usize, f64)],
         gives_up: impl Fn(f64) -> bool,
-    ) -> Option<(Fitted, f64)> {
-        let mut at = Vec::with_capacity(chunks.len());
+        at: &mut Fitted,
+    ) -> Option<f64> {
+        at.clear();
         let mut t = earliest;
-        let mut w = self.to.partition_point(|&to| to <= t + EPS);
+        // Most fits start at time zero, in the first window: a search of every window there
+        // read a lane's whole window list for each rank of each job.
+        let mut w = if self.to[0] <= t + EPS { self.to.partition_point(|&to| to <= t + EPS) } else { 0 };
         let mut p = 0;
         for &c in chunks {
             loop {
@@ -324,9 +391,15 @@ impl<'a> Lane<'a> {
                 let here = pending[p..].iter().take_while(|(pw, _)| *pw == w);
                 let start = here.fold(self.used[w], |u, (_, e)| u.max(*e)).max(t);
                 if start + c <= self.to[w] + EPS || w + 1 == self.to.len() {
+                    let waited = at.is_empty() || start > t;
                     at.push((w, start));
                     t = start + c;
-                    if gives_up(t) {
+                    // Each later chunk starts no earlier than the one before it ends, and
+                    // rounding keeps order: back to back from here they end no later than they
+                    // will, so a rank given up then is given up now, without fitting the rest.
+                    // Only a chunk that waited moves that end; the first sets it.
+                    let soonest = if waited { chunks[at.len()..].iter().fold(t, |t, c| t + c) } else { t };
+                    if gives_up(soonest) {
                         return None;
                     }
                     break;
@@ -336,7 +409,7 @@ impl<'a> Lane<'a> {
                 w = self.room.first_with(w + 1, c - ROOM_TOLERANCE).unwrap_or(self.to.len() - 1);
             }
         }
-        Some((at, t))
+        Some(t)
     }
 
     fn take(&mut self, chunks: &[f64], at: &[(usize, f64)]) {
@@ -385,7 +458,12 @@ impl Room {
         self.tree[i] = value;
         while i > 1 {
             i /= 2;
-            self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            let larger = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            // An unchanged node leaves every node above it as it is.
+            if self.tree[i] == larger {
+                break;
+            }
+            self.tree[i] = larger;
         }
     }
 

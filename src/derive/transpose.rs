@@ -328,6 +328,11 @@ fn place_pieces(
 ) {
     let first = placement.body.first;
     let head = placement.rank_of_body(0);
+    // Every chunk's forward and backward, each with its data edges: room made once, where the
+    // graph grew (copying itself) as it went.
+    let events = pieces.len() * enc.chunks as usize * if enc.trainable { 2 } else { 1 };
+    g.graph.reserve_nodes(events);
+    g.graph.reserve_edges(2 * events);
     // Chunk nodes to insert per rank: (chain position, start, node).
     let mut inserts: Vec<Vec<(usize, f64, NodeIndex)>> = vec![Vec::new(); g.chains.len()];
     for (k, piece) in pieces.iter().enumerate() {
@@ -481,7 +486,7 @@ fn idle_windows(chain: &[NodeIndex], start: &[f64], end: &[f64]) -> Vec<Window> 
 /// body-only schedule.
 fn warmup_slack(
     chain: &[NodeIndex],
-    graph: &petgraph::graph::DiGraph<super::order::Event, super::order::Dep>,
+    graph: &petgraph::graph::DiGraph<super::order::Event, Dir>,
     start: &[f64],
     end: &[f64],
 ) -> f64 {
@@ -502,20 +507,14 @@ fn warmup_slack(
 
 /// Start and end times of the body's events, by node index, with transfers taken as free.
 fn body_times(g: &OrderGraph, placement: &Placement, costs: &dyn Costs) -> (Vec<f64>, Vec<f64>) {
-    let mut timed = g.clone();
-    timed.link_chains();
     let stages = &placement.stages;
-    let times = super::critical::longest_path(
-        &timed.graph,
-        |n| {
-            let i = &timed.graph[n].instr;
-            match (i.stage, i.mb) {
-                (Some(s), Some(mb)) => cost::compute_time(costs, i.op, stages[s as usize].layers.clone(), mb),
-                _ => 0.0,
-            }
-        },
-        |_| 0.0,
-    )
+    let times = super::critical::chain_times(g, |n| {
+        let i = &g.graph[n].instr;
+        match (i.stage, i.mb) {
+            (Some(s), Some(mb)) => cost::compute_time(costs, i.op, stages[s as usize].layers.clone(), mb),
+            _ => 0.0,
+        }
+    })
     .expect("canonical body orders have no cycle");
     (times.start, times.end)
 }

@@ -87,6 +87,40 @@ enum Next {
     Until(f64),
 }
 
+/// When each sent tensor arrives at its receiver, by key; a later send of the same key replaces
+/// the time. Kept per microbatch, each a short list looked through from its latest entry: one
+/// hash map of every transfer of the step missed the cache on nearly every send and receive,
+/// and the microbatches a pipeline has in flight at once are few.
+struct Arrivals {
+    by_microbatch: Vec<Vec<(Key, f64)>>,
+    /// Keys of microbatches past the pipeline's count, which only an invalid plan has.
+    beyond: FxHashMap<Key, f64>,
+}
+
+impl Arrivals {
+    fn new(microbatches: u32) -> Arrivals {
+        Arrivals { by_microbatch: vec![Vec::new(); microbatches as usize], beyond: FxHashMap::default() }
+    }
+
+    fn get(&self, k: &Key) -> Option<f64> {
+        match self.by_microbatch.get(k.4 as usize) {
+            Some(list) => list.iter().rev().find(|(key, _)| key == k).map(|(_, t)| *t),
+            None => self.beyond.get(k).copied(),
+        }
+    }
+
+    fn insert(&mut self, k: Key, t: f64) {
+        let Some(list) = self.by_microbatch.get_mut(k.4 as usize) else {
+            self.beyond.insert(k, t);
+            return;
+        };
+        match list.iter_mut().rev().find(|(key, _)| *key == k) {
+            Some(entry) => entry.1 = t,
+            None => list.push((k, t)),
+        }
+    }
+}
+
 /// The ranks' state between instructions: what every rank has done, the messages in flight,
 /// the collectives; `woken` lists the ranks an instruction released, for the driver to run.
 struct Machine<'a> {
@@ -97,7 +131,7 @@ struct Machine<'a> {
     pc: Vec<usize>,
     clock: Vec<f64>,
     // Arrival time of every sent tensor at its receiver, and who waits for which.
-    arrived: FxHashMap<Key, f64>,
+    arrived: Arrivals,
     waiting: FxHashMap<Key, usize>,
     // The k-th pipeline-group collective: ranks arrived so far, their latest clock, and when it
     // ends; the group's collectives run one after another, each once all ranks are in.
@@ -120,7 +154,7 @@ impl<'a> Machine<'a> {
             start,
             pc: vec![0; ranks],
             clock: vec![0.0; ranks],
-            arrived: FxHashMap::default(),
+            arrived: Arrivals::new(ir.pipeline.microbatches),
             waiting: FxHashMap::default(),
             collective: Vec::new(),
             collectives_done: vec![0; ranks],
@@ -141,7 +175,7 @@ impl<'a> Machine<'a> {
         match i.op {
             Op::Recv => {
                 let Some(k) = key(rank, i) else { return Next::Blocked };
-                let Some(&t) = self.arrived.get(&k) else {
+                let Some(t) = self.arrived.get(&k) else {
                     self.waiting.insert(k, r);
                     return Next::Blocked;
                 };
