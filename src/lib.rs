@@ -33,6 +33,7 @@ pub mod profile;
 pub mod random;
 pub mod resolve;
 pub mod sim;
+pub mod skeletons;
 pub mod span;
 pub mod suggest;
 pub mod units;

@@ -31,7 +31,7 @@ const LAYERS: &[&[&str]] = &[
     &["span", "suggest", "units", "random", "picture", "plot", "algebra", "plan", "profile"],
     &["ast", "diagnostics", "error"],
     &["parse", "resolve", "overrides", "check", "fmt", "edit"],
-    &["ir", "cost", "derive", "sim", "catalog"],
+    &["ir", "cost", "skeletons", "derive", "sim", "catalog"],
     &["built"],
     &["outputs", "backend", "adaptive"],
     &["driver"],

@@ -19,10 +19,10 @@ use std::process::Command;
 use mpipe::backend::layout::{self, BodyStages};
 use mpipe::backend::native::{Verdict, verdict};
 use mpipe::backend::{Request, Target};
-use mpipe::derive::skeletons::rank_of;
 use mpipe::driver::{Make, Products};
 use mpipe::outputs::Artifact;
 use mpipe::plan::Plan;
+use mpipe::skeletons::rank_of;
 use serde_json::{Value, json};
 
 const TARGETS: [Target; 4] = [Target::Megatron, Target::MindFormers, Target::MindSpeedMm, Target::HyperParallel];

@@ -3,9 +3,9 @@
 
 use crate::derive::nearest::body_layers;
 use crate::derive::resolved::Resolved;
-use crate::derive::skeletons::rank_of;
 use crate::ir::{Mapping, PlanIr};
 use crate::plan::{ArchKind, Decoder, Encoder, Part, Plan};
+use crate::skeletons::rank_of;
 
 /// The body's stages as a launch configuration writes its split: the layers of each kind per
 /// stage, and how stages map onto ranks.

@@ -76,9 +76,9 @@ pub fn hand_balanced(plan: &Plan, skeleton: Skeleton, glued: u64) -> Vec<Plan> {
 pub fn rank_balanced(plan: &Plan, skeleton: Skeleton, glued: u64) -> Option<Plan> {
     let weights = layer_weights(&CostModel::new(plan), 0..plan.model.layers());
     let p = plan.cluster.pp as u32;
-    let mapping = super::skeletons::mapping(skeleton);
+    let mapping = crate::skeletons::mapping(skeleton);
     let ranks: Vec<usize> =
-        (0..p * skeleton.chunks()).map(|s| super::skeletons::rank_of(mapping, p, s) as usize).collect();
+        (0..p * skeleton.chunks()).map(|s| crate::skeletons::rank_of(mapping, p, s) as usize).collect();
     let split = balance_ranks(&weights, glued as usize, &ranks, p as usize)?;
     Some(single_region(plan, skeleton, split))
 }

@@ -13,7 +13,6 @@ pub mod order;
 pub mod owner;
 pub mod placement;
 pub mod resolved;
-pub mod skeletons;
 pub mod transpose;
 
 use std::collections::BTreeMap;
@@ -165,7 +164,7 @@ fn body(g: &mut OrderGraph, placement: &Placement) {
     let shape = placement.body.shape;
     let first = placement.body.first;
     let backward = placement.stages.iter().any(|s| s.rank.is_some() && s.backward);
-    let orders = skeletons::order(placement.body.skeleton, shape, backward);
+    let orders = crate::skeletons::order(placement.body.skeleton, shape, backward);
     for (rank, tasks) in orders.into_iter().enumerate() {
         for task in tasks {
             let stage = &placement.body_stage(task.stage);

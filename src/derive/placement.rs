@@ -4,11 +4,11 @@
 
 use std::ops::Range;
 
-use super::skeletons::{self, Shape};
 use crate::algebra::{Chunks, Fill, Layout, Skeleton, skeleton::body_skeleton};
 use crate::cost::Costs;
 use crate::ir::Mapping;
 use crate::plan::{Plan, Recompute};
+use crate::skeletons::{self, Shape};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stage {

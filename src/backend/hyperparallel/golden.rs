@@ -1,5 +1,5 @@
 //! Expected step lists of HyperParallel's MPipe schedule, derived by hand from the rules in
-//! order.rs (body slots: derive/skeletons/hyperparallel.rs), one string per rank. A token is
+//! order.rs (body slots: skeletons/hyperparallel.rs), one string per rank. A token is
 //! the step's short name, then `stage.microbatch`; prefix steps (stage -1) have no stage:
 //! `L` DATA_LOAD, `T` MPIPE_TRANSPOSE_FWD, `DS`/`DR` DATA_SEND/RECV, `XS`/`XR`
 //! MPIPE_FWD_SEND/RECV, `F`/`B` FWD/BWD, `FS`/`FR` FWD_SEND/RECV, `BS`/`BR` BWD_SEND/RECV, `PB`

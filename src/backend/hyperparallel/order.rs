@@ -12,8 +12,8 @@
 
 use serde::Serialize;
 
-use crate::derive::skeletons::{Shape, Task, hyperparallel};
 use crate::ir::Op;
+use crate::skeletons::{Shape, Task, hyperparallel};
 
 /// A plan in the form HyperParallel's MPipe schedule runs: the tower replicated as one block
 /// before each rank's pipeline, microbatch m encoded on rank m mod min(P, M), and an

@@ -104,7 +104,7 @@ fn rank_slots(shape: Shape, rounds: &Rounds, rank: u32, less_memory: bool) -> Ve
 mod tests {
     use super::*;
     use crate::algebra::Skeleton;
-    use crate::derive::skeletons::{order as canonical, render};
+    use crate::skeletons::{order as canonical, render};
 
     fn shape(ranks: u32, chunks: u32, microbatches: u32) -> Shape {
         Shape { ranks, chunks, microbatches }
