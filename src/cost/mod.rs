@@ -26,8 +26,9 @@ pub fn first_trainable(plan: &Plan) -> u64 {
     offset
 }
 
-/// Durations in seconds (or any one unit, consistently).
-pub trait Costs {
+/// Durations in seconds (or any one unit, consistently). `Sync`: derive's search times its
+/// candidates on several threads with one cost model.
+pub trait Costs: Sync {
     /// Forward of the model's layers `layers` (global numbering) for microbatch `mb`,
     /// including what sits at the ends of a part (embedding, LM head, patch embedding).
     fn forward(&self, layers: Range<u64>, mb: u32) -> f64;

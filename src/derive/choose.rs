@@ -79,14 +79,17 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choices) -> (Skeleton, C
         forms.extend(counts.iter().map(|&n| (written, Some(OwnerSpec::RoundRobin), n)));
         forms.push((Skeleton::whole_transpose(Fill::Prefix), Some(OwnerSpec::RoundRobin), 1));
     }
-    let mut best: Option<(f64, usize, Option<Schedule>)> = None;
-    for (i, (skeleton, owner, n)) in forms.iter().enumerate() {
+    let timings = each_in_parallel(forms.len(), |i| {
+        let (skeleton, owner, n) = &forms[i];
         let mut candidate = plan.clone();
         candidate.schedule[0].skeleton = *skeleton;
         if let Some(o) = owner {
             candidate.owner = Some(o.clone());
         }
-        let (t, schedule) = timed(&candidate, costs, &Choices { chunks: *n, ..probe.clone() });
+        timed(&candidate, costs, &Choices { chunks: *n, ..probe.clone() })
+    });
+    let mut best: Option<(f64, usize, Option<Schedule>)> = None;
+    for (i, (t, schedule)) in timings.into_iter().enumerate() {
         if best.as_ref().is_none_or(|(b, _, _)| t < b * (1.0 - 1e-6)) {
             best = Some((t, i, schedule));
         }
@@ -102,13 +105,46 @@ fn encoder_form(plan: &Plan, costs: &dyn Costs, probe: &Choices) -> (Skeleton, C
     }
     // Parts are smaller than whole encodes: they may fit the idle time in fewer chunks.
     let mut best = (split_step, chosen.chunks, schedule);
-    for &n in counts.iter().filter(|&&n| n != chosen.chunks) {
-        let (t, schedule) = timed(&candidate, costs, &Choices { chunks: n, parts: parts.clone(), ..searched(&chosen) });
+    let others: Vec<u32> = counts.iter().copied().filter(|&n| n != chosen.chunks).collect();
+    let timings = each_in_parallel(others.len(), |i| {
+        timed(&candidate, costs, &Choices { chunks: others[i], parts: parts.clone(), ..searched(&chosen) })
+    });
+    for (&n, (t, schedule)) in others.iter().zip(timings) {
         if t < best.0 * (1.0 - 1e-6) {
             best = (t, n, schedule);
         }
     }
     (skeleton, Choices { parts, chunks: best.1, encoder_schedule: best.2, ..chosen })
+}
+
+/// `job(0..n)`, in order, run on as many threads as the machine has cores. Candidates are
+/// independent lowerings of seconds each at tens of thousands of microbatches; each result is
+/// computed as it would be alone, so the choice made from them is the same on any machine.
+fn each_in_parallel<T: Send>(n: usize, job: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |p| p.get()).min(n);
+    if threads <= 1 {
+        return (0..n).map(job).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            return done;
+                        }
+                        done.push((i, job(i)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a candidate's lowering does not panic")).collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, t)| t).collect()
 }
 
 /// `choices` with the encoder's schedule left to the search: a candidate's own.
