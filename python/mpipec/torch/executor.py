@@ -24,6 +24,8 @@ step once ``step()`` returns, or at the plan's ``optimizer_step`` through ``on_o
 
 import collections
 import contextlib
+import queue
+import threading
 import time
 
 import torch
@@ -155,14 +157,16 @@ class Executor:
         self.region_of = {s["id"]: s["region"] for s in self.plan["stages"]}
         check_modules(self.plan, self.rank, self.modules, self.groups, layer_shapes)
         self.mailbox = {}
-        # On gloo the next header's receive from each peer is posted ahead (NCCL runs a pair's
-        # sends and receives on one stream: a receive posted ahead would hold back this rank's
-        # sends to that peer).
-        self.ahead_headers = dist.get_backend() == "gloo"
+        # On gloo each peer's messages of a step are received by a thread of their own as they
+        # come (an _Inbox): gloo moves a tensor only once its receive is posted, so a receive
+        # posted when the instruction runs would wait for the sender's side to be scheduled
+        # again. NCCL runs a pair's sends and receives on one stream: a receive posted ahead
+        # would hold back this rank's sends to that peer.
+        self.inboxes_on = dist.get_backend() == "gloo"
         # The static plan's lists, and an adaptive plan's per-batch ones as steps bring them.
         self.lists = _Lists(self.plan, self.rank, self.groups.globals)
         self.known = collections.OrderedDict()
-        self.headers, self.remaining = {}, {}
+        self.inboxes = {}
         # Lookahead: features encoded during a step (or the prologue) for the step after it;
         # None until the prologue has run (or after a step that had no next batch to encode).
         self.carried = None
@@ -200,10 +204,8 @@ class Executor:
         if self.carried is None:
             self.carried, self.carried_by = self._encode_ahead_all(lists.prologue, batch), lists
         self.handed_over.append(self._hand_over(st))
-        self.remaining = dict(lists.expected)
-        if self.ahead_headers:
-            for peer in lists.expected:
-                self._post_header(peer)
+        if self.inboxes_on:
+            self.inboxes = {peer: _Inbox(peer, n, self.device) for peer, n in lists.expected.items()}
         st.acts = dict(self.carried)
         durations, cpu = [], []
         self.timings.append(durations)
@@ -222,6 +224,10 @@ class Executor:
             durations.append(time.perf_counter() - started)
             cpu.append(time.thread_time() - cpu_started)
         self._flush(st)
+        for inbox in self.inboxes.values():
+            inbox.join()
+        self.inboxes = {}
+        self._wait_reductions(st)
         for works, _ in st.pending:
             for work in works:
                 work.wait()
@@ -413,23 +419,15 @@ class Executor:
         a mailbox."""
         box = self.mailbox.setdefault(peer, {})
         while key not in box:
-            if peer in self.headers:
-                h, work = self.headers.pop(peer)
-                work.wait()
+            if peer in self.inboxes:
+                got, t = self.inboxes[peer].next()
             else:
                 h = wire.empty(self.device)
                 dist.recv(h, peer)
-            got, t = wire.decode(h)
-            dist.recv(t, peer)
+                got, t = wire.decode(h)
+                dist.recv(t, peer)
             box[got] = t
-            self.remaining[peer] -= 1
-            if self.ahead_headers and self.remaining[peer] > 0:
-                self._post_header(peer)
         return box.pop(key)
-
-    def _post_header(self, peer):
-        h = wire.empty(self.device)
-        self.headers[peer] = (h, dist.irecv(h, peer))
 
     def _all_reduce(self, a, st):
         if not a.asynchronous:
@@ -443,17 +441,18 @@ class Executor:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            if a.asynchronous:
-                st.reducing.append(dist.all_reduce(p.grad, group=self.groups.pp, async_op=True))
-            elif a.group is Group.PP:
-                dist.all_reduce(p.grad, group=self.groups.pp)
-            elif self.groups.dp is not None:
-                dist.all_reduce(p.grad, group=self.groups.dp)
-                p.grad /= self.groups.dp_size
+        if a.asynchronous:
+            st.reducing += [_Bucket(grads, self.groups.pp, async_op=True) for grads in _buckets(params)]
+        elif a.group is Group.PP:
+            for grads in _buckets(params):
+                _Bucket(grads, self.groups.pp).wait()
+        elif self.groups.dp is not None:
+            for grads in _buckets(params):
+                _Bucket(grads, self.groups.dp, divide=self.groups.dp_size).wait()
 
     def _wait_reductions(self, st):
-        for work in st.reducing:
-            work.wait()
+        for bucket in st.reducing:
+            bucket.wait()
         st.reducing = []
 
     def _optimizer_step(self, a, st):
@@ -485,3 +484,81 @@ class Executor:
         for images, size in self.slices.pop((s, mb)):
             st.grads[(s, mb) + images] = g[:, at : at + size]
             at += size
+
+
+# The most bytes of gradients one all-reduce carries (DDP's default bucket): flattening costs a
+# copy of what it carries. src/cost/profile.rs counts the calls with the same size.
+BUCKET_BYTES = 25 * 2**20
+
+
+def _buckets(params):
+    """The parameters' gradients in lists of one dtype and device and at most BUCKET_BYTES
+    (or one gradient), each reduced as one tensor."""
+    out, filling = [], {}
+    for p in params:
+        g = p.grad
+        key, size = (g.dtype, g.device), g.numel() * g.element_size()
+        if key not in filling or filling[key][1] + size > BUCKET_BYTES:
+            out.append([])
+            filling[key] = [out[-1], 0]
+        filling[key][0].append(g)
+        filling[key][1] += size
+    return out
+
+
+class _Bucket:
+    """One all-reduce of many gradients, flattened into one tensor: a collective costs its
+    latency once per call, which over hundreds of small gradients (a stage's norms and biases)
+    is most of the reduction; Megatron and DDP bucket their gradients for the same reason.
+    `wait` copies the sums back into the gradients, divided by `divide`."""
+
+    def __init__(self, grads, group, async_op=False, divide=1):
+        self.grads, self.divide = grads, divide
+        self.flat = torch._utils._flatten_dense_tensors(grads)
+        self.work = dist.all_reduce(self.flat, group=group, async_op=async_op)
+
+    def wait(self):
+        if self.work is not None:
+            self.work.wait()
+        if self.divide != 1:
+            self.flat /= self.divide
+        for g, reduced in zip(self.grads, torch._utils._unflatten_dense_tensors(self.flat, self.grads)):
+            g.copy_(reduced)
+
+
+class _Inbox:
+    """One step's messages from one peer, received on a thread as they come: the header, then
+    at once the tensor it announces, then the next header. gloo moves a tensor only once its
+    receive is posted; posted here, it moves while this rank computes, and the instruction that
+    needs it finds it there."""
+
+    def __init__(self, peer, count, device):
+        self.arrived = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, args=(peer, count, device), daemon=True)
+        self.thread.start()
+
+    def _run(self, peer, count, device):
+        try:
+            h = wire.empty(device)
+            work = dist.irecv(h, peer)
+            for k in range(count):
+                work.wait()
+                key, t = wire.decode(h)
+                data = dist.irecv(t, peer)
+                if k + 1 < count:
+                    h = wire.empty(device)
+                    work = dist.irecv(h, peer)
+                data.wait()
+                self.arrived.put((key, t))
+        except Exception as e:  # the step raises it where it waits for the message
+            self.arrived.put(e)
+
+    def next(self):
+        """The next message (key, tensor), waiting for it."""
+        got = self.arrived.get()
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def join(self):
+        self.thread.join()
