@@ -24,8 +24,6 @@ pub struct LayerProfile {
     /// The activation the layer hands on (a send's payload) and its gradients.
     pub output_bytes: f64,
     pub grad_bytes: f64,
-    /// Gradient tensors: the runtime reduces them one call each.
-    pub grad_tensors: f64,
 }
 
 /// What the runtime costs beyond its kernels, per instruction.
@@ -153,7 +151,6 @@ fn layer(v: &Value, path: &str) -> Result<LayerProfile, Malformed> {
         optimizer_s: optional(v, path, "optimizer_s")?,
         output_bytes: number(v, path, "output_bytes")?,
         grad_bytes: number(v, path, "grad_bytes")?,
-        grad_tensors: number(v, path, "grad_tensors")?,
     })
 }
 

@@ -706,7 +706,7 @@ fn adapt_answers_a_line_per_batch_and_refuses_a_static_plan() {
 fn sim_with_a_profile_says_which_costs_it_measured() {
     let dir = std::env::temp_dir().join(format!("mpipec-cli-profile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let layer = r#"{"forward_s": 0.01, "backward_input_s": 0.01, "backward_weight_s": 0.01, "output_bytes": 640, "grad_bytes": 9000, "grad_tensors": 12}"#;
+    let layer = r#"{"forward_s": 0.01, "backward_input_s": 0.01, "backward_weight_s": 0.01, "output_bytes": 640, "grad_bytes": 9000}"#;
     let text = format!(
         r#"{{"format": 1, "date": "2026-12-04T00:00:00Z", "device": {{"type": "cpu", "name": "Test CPU"}}, "versions": {{}},
  "model": {{"source": "miniature", "parts": []}}, "shapes": {{"micro_batch_size": 1, "seq_len": 10}},

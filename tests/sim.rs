@@ -364,17 +364,40 @@ fn profiled_plan(plan: &str, profile: &str, sets: &[(String, String)]) -> mpipe:
 /// no runtime costs, its profile taken on a CPU of `host` (`, "cores": C, "threads": T`), `dp`
 /// replicas.
 fn shared_1f1b(host: &str, dp: u32) -> f64 {
-    let layer = r#"{"forward_s": 1, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": 2, "optimizer_s": 0, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}"#;
+    profiled_1f1b(host, dp, 0.0, 0.0)
+}
+
+/// [`shared_1f1b`] with `grad_bytes` of gradients a layer (one layer a stage) and the dp ring's
+/// α `alpha`, its bandwidth unbounded.
+fn profiled_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64) -> f64 {
+    let layer = format!(
+        r#"{{"forward_s": 1, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": 2, "optimizer_s": 0, "output_bytes": 0, "grad_bytes": {grad_bytes}}}"#
+    );
     let layers = format!(r#"{{"lm:first": {layer}, "lm": {layer}, "lm:last": {layer}}}"#);
-    let extra = r#", "runtime": {"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0},
- "p2p": {"alpha_s": 0, "beta_bytes_per_s": 1e9}, "all_reduce": {"dp": {"alpha_s": 0, "beta_bytes_per_s": 1e9}}"#;
-    let profile = host_profile(&layers, host, extra).replace(r#""layers": 2"#, r#""layers": 3"#);
+    let extra = format!(
+        r#", "runtime": {{"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0}},
+ "p2p": {{"alpha_s": 0, "beta_bytes_per_s": 1e9}}, "all_reduce": {{"dp": {{"alpha_s": {alpha}, "beta_bytes_per_s": 1e30}}}}"#
+    );
+    let profile = host_profile(&layers, host, &extra).replace(r#""layers": 2"#, r#""layers": 3"#);
     let plan = unit_plan(3, 3, "1f1b", 1, None)
         .replace("devices = 3; pp = 3;", &format!("devices = {}; pp = 3; dp = {dp}; profile = \"p.json\";", 3 * dp));
     let checked = profiled_plan(&plan, &profile, &[]);
     let plan = checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
     let (_, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
     sim.report.step_time_s
+}
+
+/// The runtime flattens an all-reduce instruction's gradients into buckets of at most 25 MiB,
+/// one call each: a ring of 2 replicas pays 2(k − 1)·α = 2α a call. A stage of 10 MiB of
+/// gradients is one call, one of 30 MiB two (α = 1 s, bandwidth unbounded).
+#[test]
+fn a_reduction_costs_one_call_per_bucket() {
+    let mib = 1024.0 * 1024.0;
+    let free = profiled_1f1b("", 2, 0.0, 0.0);
+    for (grads, calls) in [(10.0, 1.0), (30.0, 2.0)] {
+        let step = profiled_1f1b("", 2, grads * mib, 1.0);
+        assert!(close(step - free, 2.0 * calls), "{grads} MiB: {step} against {free}");
+    }
 }
 
 /// Ranks that are processes on a CPU host share its cores, each working rank at
@@ -406,7 +429,7 @@ fn ranks_on_one_cpu_host_share_its_cores() {
 /// A profile names its host's cores and threads together, whole numbers above 0.
 #[test]
 fn a_profile_host_needs_cores_and_threads() {
-    let layers = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}}"#;
+    let layers = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0}}"#;
     for (host, field) in [(r#", "cores": 2"#, "device.threads"), (r#", "cores": 0, "threads": 1"#, "device.cores")] {
         let checked = profiled(&host_profile(layers, host, ""), &[]);
         let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");
@@ -423,7 +446,7 @@ fn a_profile_host_needs_cores_and_threads() {
 fn a_profile_gives_each_layer_kind_and_instruction_its_measured_cost() {
     let layer = |f: f64, b: f64| {
         format!(
-            r#"{{"forward_s": {f}, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": {b}, "optimizer_s": 0.01, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}}"#
+            r#"{{"forward_s": {f}, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": {b}, "optimizer_s": 0.01, "output_bytes": 0, "grad_bytes": 0}}"#
         )
     };
     let layers = format!(r#"{{"lm:first": {}, "lm:last": {}}}"#, layer(1.0, 2.0), layer(3.0, 4.0));
@@ -443,7 +466,7 @@ fn a_profile_gives_each_layer_kind_and_instruction_its_measured_cost() {
 /// truncated file or a field of the wrong kind is E0211 naming the file and the field.
 #[test]
 fn a_partial_or_broken_profile_is_reported_by_file_and_field() {
-    let one = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0, "grad_tensors": 0}}"#;
+    let one = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0}}"#;
     let checked = profiled(&unit_profile(one, ""), &[]);
     let w = checked.diagnostics.iter().find(|d| d.code.as_str() == "W0006").expect("W0006");
     assert!(format!("{w:?}").contains("`lm:last`"), "{w:?}");

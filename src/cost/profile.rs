@@ -7,6 +7,10 @@ use std::sync::Arc;
 use crate::plan::Plan;
 use crate::profile::{LayerProfile, Profile};
 
+/// The most gradient bytes the torch runtime reduces in one call (mpipec.torch.executor's
+/// BUCKET_BYTES, DDP's default bucket).
+pub const BUCKET_BYTES: f64 = 25.0 * 1024.0 * 1024.0;
+
 /// The profile's numbers laid over a plan's layers: what the cost model asks first.
 #[derive(Clone, Debug)]
 pub struct Measured {
@@ -33,22 +37,17 @@ impl Measured {
     }
 
     /// The runtime's reduction of the gradients of `layers` over a ring of `k` ranks of
-    /// `group`: one call per gradient tensor.
-    pub fn all_reduce(&self, layers: Range<u64>, group: &str, k: u64) -> Option<f64> {
+    /// `group`: one call per bucket of at most [`BUCKET_BYTES`] (the runtime flattens an
+    /// instruction's gradients into buckets that size).
+    pub fn all_reduce(&self, layers: &[Range<u64>], group: &str, k: u64) -> Option<f64> {
         if k <= 1 {
             return Some(0.0);
         }
         let ring = self.profile.all_reduce.get(group)?;
-        let k = k as f64;
-        layers
-            .map(|l| {
-                let c = self.layer(l)?;
-                Some(
-                    c.grad_tensors * 2.0 * (k - 1.0) * ring.alpha_s
-                        + 2.0 * (k - 1.0) / k * c.grad_bytes / ring.beta_bytes_per_s,
-                )
-            })
-            .sum()
+        let bytes: f64 =
+            layers.iter().flat_map(|l| l.clone()).map(|l| Some(self.layer(l)?.grad_bytes)).sum::<Option<f64>>()?;
+        let (k, calls) = (k as f64, (bytes / BUCKET_BYTES).ceil().max(1.0));
+        Some(calls * 2.0 * (k - 1.0) * ring.alpha_s + 2.0 * (k - 1.0) / k * bytes / ring.beta_bytes_per_s)
     }
 
     /// The optimizer step over `layers`' parameters.

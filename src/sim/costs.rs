@@ -54,7 +54,7 @@ impl ModelDurations<'_> {
             let order: Vec<u64> = layers.into_iter().flatten().collect();
             return m.sharded_collectives(&order, m.dp_link(rank));
         }
-        let measured = m.measured().and_then(|p| layers.iter().map(|l| p.all_reduce(l.clone(), name, k)).sum());
+        let measured = m.measured().and_then(|p| p.all_reduce(&layers, name, k));
         measured.unwrap_or_else(|| {
             let grads: f64 = layers.into_iter().map(|l| m.grad_bytes(l)).sum();
             if group == Some(Group::Pp) {

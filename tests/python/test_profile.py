@@ -24,7 +24,7 @@ def layers():
 
 
 def ranks(forward, backward):
-    """Each rank's steps: a slow warm-up step, then the step `steady` takes (the fastest after it)."""
+    """Each rank's steps: a slow warm-up step, then the step `steady` takes (the only one after it)."""
     step = [forward, 0.5, backward]
     return [{"rank": r, "dp_rank": 0, "step_seconds": [99.0, 9.0], "timings": [[9.0, 9.0, 9.0], step]}
             for r in (0, 1)]
@@ -49,6 +49,29 @@ class Calibrate(unittest.TestCase):
         self.assertEqual(costs["compute_s"], 0.0)
         self.assertEqual(costs["clock"], "cpu")
         self.assertEqual(costs["send_s"], 0.5)
+
+
+class Steady(unittest.TestCase):
+    def test_the_median_step_after_the_warm_up(self):
+        # The steps after the warm-up took 5, 9 and 7 s: the 7 s one is the median, the one a
+        # run's median step is set beside; neither the fastest nor the warm-up.
+        rank = {"rank": 0, "dp_rank": 0, "step_seconds": [99.0, 5.0, 9.0, 7.0],
+                "timings": [["warm-up"], ["fast"], ["slow"], ["median"]]}
+        self.assertEqual(list(profile.steady([rank])), [(0, 7.0, ["median"])])
+
+    def test_replicas_other_than_the_first_are_left_out(self):
+        rank = {"rank": 0, "dp_rank": 1, "step_seconds": [9.0, 1.0], "timings": [[], []]}
+        self.assertEqual(list(profile.steady([rank])), [])
+
+
+class Clock(unittest.TestCase):
+    def test_cpu_seconds_only_where_processes_outnumber_the_cores(self):
+        import torch
+
+        cores, cpu = profile.host_cores(), torch.device("cpu")
+        self.assertFalse(profile.cpu_clock(cpu, cores))
+        self.assertTrue(profile.cpu_clock(cpu, cores + 1))
+        self.assertFalse(profile.cpu_clock(torch.device("cuda", 0), cores + 1))
 
 
 class Flights(unittest.TestCase):

@@ -75,10 +75,10 @@ def work_clock(device):
     return time.thread_time if device.type == "cpu" else time.perf_counter
 
 
-def timed(sync, run, repeats=REPEATS, clock=time.perf_counter):
-    """The fewest seconds `run()` took in `repeats` runs after a warm-up: on a machine shared
-    with other work, the run it disturbed least. `run` may prepare untimed work by returning a
-    callable, which is then what is timed."""
+def timed(sync, run, repeats=REPEATS, clock=time.perf_counter, pick=min):
+    """The fewest seconds `run()` took in `repeats` runs after a warm-up (`pick` chooses
+    another statistic): on a machine shared with other work, the run it disturbed least. `run`
+    may prepare untimed work by returning a callable, which is then what is timed."""
     times = []
     for k in range(repeats + 1):
         work = run()
@@ -89,7 +89,7 @@ def timed(sync, run, repeats=REPEATS, clock=time.perf_counter):
         sync()
         if k:
             times.append(clock() - started)
-    return min(times)
+    return pick(times)
 
 
 def fit(points):
@@ -154,7 +154,6 @@ def measure_layer(module, x, batch, last, loss_fn, microbatches, time_of, lr):
         "backward_s": time_of(backward),
         "output_bytes": out_bytes,
         "grad_bytes": sum(p.numel() * p.element_size() for p in params),
-        "grad_tensors": len(params),
     }
     # The step the runtime takes over these parameters: launch.run keeps each gradient, SGD
     # steps, the gradients are dropped.
@@ -248,12 +247,16 @@ def flights(first, second):
 
 
 def all_reduce(group, device, sync):
-    """Seconds of one all-reduce over `group` per size, timed on every member."""
+    """Seconds of one all-reduce over `group` per size, timed on every member: the median, not
+    the fewest, as a step's one reduction per instruction takes what a typical call takes (a
+    ring's 2(k-1) hand-offs between threads spread a call's time: on an idle 2-core host the
+    fewest of 300 calls took half the median)."""
     points = []
     for n in REDUCE_ELEMENTS:
         t = torch.ones(n, device=device)
         dist.barrier()
-        points.append((n * t.element_size(), timed(sync, lambda: lambda: dist.all_reduce(t, group=group), MESSAGE_REPEATS)))
+        points.append((n * t.element_size(),
+                       timed(sync, lambda: lambda: dist.all_reduce(t, group=group), MESSAGE_REPEATS, pick=statistics.median)))
     return points
 
 
@@ -271,9 +274,7 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
         record = {}
         adapter = adapters.load(config.get("adapter", "miniature"))
         launch.run(plan, adapter, config, steps, device, record=record, synchronize=sync)
-        # On a CPU, the instructions' own work: the CPU seconds of the rank's thread, which a
-        # wait does not spend and another process on the host does not add to.
-        cpu = device.type == "cpu"
+        cpu = cpu_clock(device, world)
         result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, threads=torch.get_num_threads(),
                       timings=record["cpu_timings" if cpu else "timings"],
                       step_seconds=record["step_cpu_seconds" if cpu else "step_seconds"])
@@ -313,11 +314,13 @@ FIELD = {"forward": "forward_s", "backward_input": "backward_input_s", "backward
 
 
 def steady(ranks):
-    """(the rank's plan index, step seconds, per-instruction seconds) of each rank's fastest step
-    after the first (warm-up), on replica 0: the step other work on the machine disturbed least."""
+    """(the rank's plan index, step seconds, per-instruction seconds) of each rank's median step
+    after the first (warm-up), on replica 0: a step as the runtime takes it, as the steps a
+    prediction is set beside are the median of a run's."""
     for r in ranks:
         if r["dp_rank"] == 0:
-            yield r["rank"], *min(list(zip(r["step_seconds"], r["timings"]))[1:], key=lambda st: st[0])
+            steps = sorted(list(zip(r["step_seconds"], r["timings"]))[1:], key=lambda st: st[0])
+            yield r["rank"], *steps[len(steps) // 2]
 
 
 def kernel_points(plan, ranks, layers, kinds_of):
@@ -356,6 +359,16 @@ def calibrate(plan, ranks, layers, kinds_of):
         for field, scale in scales.items():
             row[field] *= scale
     return scales
+
+
+def cpu_clock(device, world):
+    """Whether the runtime's instructions are timed in their thread's CPU seconds: on a CPU
+    host with fewer cores than processes, where the wall clock holds the turns the processes
+    take on the cores, which the simulator adds itself (the host's cores in the profile), and
+    which another host's number of processes would change. Elsewhere each process has a core
+    or a device of its own, and the wall clock holds what an instruction takes as the runtime
+    runs it, what its process's other threads (gloo's, the receives') take of its core too."""
+    return device.type == "cpu" and world > host_cores()
 
 
 def runtime_costs(plan, ranks, layers, kinds_of, cpu):
@@ -447,7 +460,7 @@ def profile(run_dir, backend=None):
     ranks = run_ranks(plan, config, request["steps"], run_dir, backend)
     kinds_of = request["kind_of_layer"]
     out = dict(request["meta"])
-    runtime = runtime_costs(plan, ranks, layers, kinds_of, device.type == "cpu")
+    runtime = runtime_costs(plan, ranks, layers, kinds_of, cpu_clock(device, len(plan["rank_map"])))
     out.update(
         format=1,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
