@@ -3,11 +3,12 @@
 //! derived again: the resolved plan's form, chunk count and image splits stay, the body's
 //! stages, their ranks and each rank's canonical order are kept from the static plan, and the
 //! encoder's owners and slots are placed afresh in the body's idle time with the batch's own
-//! encode times (owner.rs's quick search: the greedy owners and the least head delay). The
-//! body's order stays up to which microbatch runs at each of its places: the microbatches of
+//! encode times (owner.rs's quick search: the greedy owners and the least head delay, and
+//! where encoder work runs past the body's end one pass of moving jobs). The body's order stays up to which microbatch runs at each of its places: the microbatches of
 //! least encoder work go where the body leaves their encoder least room (the first to need
-//! features, and with a trainable encoder the last to give the gradient back). The per-batch
-//! plan is validated and checked against device memory, and both it and the static plan are
+//! features, and with a trainable encoder the last to give the gradient back); the batch is
+//! also placed in the order it came, and the faster of the two kept. The per-batch plan is
+//! validated and checked against device memory, and both it and the static plan are
 //! simulated on the batch: the faster runs, so adaptive is never slower than static on any
 //! batch.
 
@@ -122,22 +123,40 @@ impl<'b, 'p> Adaptive<'b, 'p> {
             return BatchPlan { fallback: Some(Fallback::NoSlackEncoder), order, ..ran_static(static_s) };
         };
         let work: Vec<(f64, f64)> = (0..m as u32).map(|mb| kept.placed.encoder_work(&model, mb)).collect();
-        let order = order(&kept.room, &work);
-        let derived = lowered(kept, &batch, &model, &order);
-        if let Err(problems) = validate::validate(&derived.ir) {
-            return BatchPlan { fallback: Some(Fallback::Invalid(problems)), order, ..ran_static(static_s) };
+        // The room order weighs each place's room alone, where the places share the idle time:
+        // some batches run faster in the order they came, so both are placed.
+        let sorted = order(&kept.room, &work);
+        let came: Vec<u32> = (0..m as u32).collect();
+        let orders = if sorted == came { vec![sorted] } else { vec![sorted, came] };
+        let tried = orders.into_iter().map(|order| placed(kept, (&batch, &model), order, static_s));
+        // The fastest that can run; failing that, the first, to say why.
+        let best = tried.reduce(|a, b| match (&a.fallback, &b.fallback) {
+            (Some(_), None) => b,
+            (None, None) if b.adaptive_s < a.adaptive_s => b,
+            _ => a,
+        });
+        let mut plan = best.expect("at least the room order");
+        if plan.fallback.is_none() && plan.adaptive_s.is_some_and(|s| s >= static_s) {
+            (plan.fallback, plan.derived) = (Some(Fallback::NotFaster), None);
         }
-        let simulated = report::simulate(&derived, &model).report;
-        let adaptive_s = Some(simulated.step_time_s);
-        let fallback = if !simulated.over_memory.is_empty() {
-            Some(Fallback::OverMemory(simulated.over_memory))
-        } else if simulated.step_time_s >= static_s {
-            Some(Fallback::NotFaster)
-        } else {
-            None
-        };
-        BatchPlan { derived: fallback.is_none().then_some(derived), fallback, static_s, adaptive_s, order }
+        plan
     }
+}
+
+/// The batch placed with the microbatches in `order`: its lists when they are valid and fit
+/// device memory, before it is weighed against the static plan's `static_s`.
+fn placed(kept: &Kept, (batch, model): (&Plan, &CostModel), order: Vec<u32>, static_s: f64) -> BatchPlan {
+    let derived = lowered(kept, batch, model, &order);
+    if let Err(problems) = validate::validate(&derived.ir) {
+        return BatchPlan { fallback: Some(Fallback::Invalid(problems)), order, ..ran_static(static_s) };
+    }
+    let simulated = report::simulate(&derived, model).report;
+    let adaptive_s = Some(simulated.step_time_s);
+    if !simulated.over_memory.is_empty() {
+        let fallback = Some(Fallback::OverMemory(simulated.over_memory));
+        return BatchPlan { fallback, adaptive_s, order, ..ran_static(static_s) };
+    }
+    BatchPlan { derived: Some(derived), fallback: None, static_s, adaptive_s, order }
 }
 
 /// A batch that runs the static plan, before saying why.

@@ -77,7 +77,9 @@ pub enum Effort {
     /// while that ends the step earlier.
     Full,
     /// One batch's plan, placed at every step: the greedy owners with the least delay,
-    /// bracketed by doubling from the longest encode and found to within a thousandth of itself.
+    /// bracketed by doubling from the longest encode and found to within a thousandth of itself;
+    /// where encoder work runs past the body's end, one pass of moving one job at a time, and
+    /// the round-robin map with its least delay in its place if that ends earlier.
     Quick,
 }
 
@@ -90,9 +92,10 @@ pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Sche
 /// [`schedule`] with the given effort.
 pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: Effort) -> Schedule {
     let ranks = windows.len() as u32;
+    let round_robin: Vec<u32> = jobs.iter().map(|j| (j.mb + j.part) % ranks).collect();
     // A fixed map gives a microbatch's owner; its further parts go to the ranks after it.
     let fixed: Option<Vec<u32>> = match spec {
-        OwnerSpec::RoundRobin => Some(jobs.iter().map(|j| (j.mb + j.part) % ranks).collect()),
+        OwnerSpec::RoundRobin => Some(round_robin.clone()),
         OwnerSpec::Explicit(list) => Some(jobs.iter().map(|j| (list[j.mb as usize] as u32 + j.part) % ranks).collect()),
         OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive => None,
     };
@@ -100,10 +103,17 @@ pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: E
     let greedy = least_delay(windows, jobs, fixed.as_deref(), (effort, &mut unbounded));
     // Moving a job can only shorten the step where encoder work runs past the body's end.
     let body_end = windows.iter().filter_map(|w| w.last()?.from).fold(0.0, f64::max) + greedy.delay;
-    match fixed {
-        None if effort == Effort::Full && greedy.end > body_end + EPS => improve(windows, jobs, greedy),
-        _ => greedy,
+    let searched = match fixed {
+        None if greedy.end > body_end + EPS => improve(windows, jobs, greedy, effort),
+        _ => return greedy,
+    };
+    if effort == Effort::Full {
+        return searched;
     }
+    // derive's search times the round-robin map beside these owners and keeps the faster; one
+    // batch's plan has no such search, so the map is weighed here, by where the step ends.
+    let by_rank = least_delay(windows, jobs, Some(&round_robin), (effort, &mut unbounded));
+    if by_rank.end < searched.end * (1.0 - 1e-9) { by_rank } else { searched }
 }
 
 /// The smallest delay that meets every deadline, bisected to within the effort's tolerance of
@@ -160,14 +170,22 @@ fn least_delay(
 }
 
 /// Local improvement: move one job at a time to another owner, the others keeping theirs,
-/// while that ends the step earlier. Later jobs first: their backwards end the step. Bounded
-/// in placements tried, so that large plans stay fast.
-fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedule {
+/// while that ends the step earlier, each owner map placed with `effort`'s least delay.
+/// Later jobs first: their backwards end the step. Bounded in placements tried, so that
+/// large plans stay fast.
+fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule, effort: Effort) -> Schedule {
     let ranks = windows.len() as u32;
     let chunks: usize = jobs.iter().map(|j| j.forward.len() + j.backward.len()).sum();
     let mut budget = 1_000_000 / chunks.max(1);
+    // The quick search makes one pass over the jobs: on the plans measured (docs/transpose.md)
+    // it kept all that further passes gained, in half the placements.
+    let mut passes = match effort {
+        Effort::Full => usize::MAX,
+        Effort::Quick => 1,
+    };
     let mut improved = true;
-    while improved && budget > 0 {
+    while improved && budget > 0 && passes > 0 {
+        passes -= 1;
         improved = false;
         for mb in (0..jobs.len()).rev() {
             for r in 0..ranks {
@@ -180,7 +198,7 @@ fn improve(windows: &[Vec<Window>], jobs: &[Job], mut best: Schedule) -> Schedul
                 }
                 let mut owners = best.owners.clone();
                 owners[mb] = r;
-                let candidate = least_delay(windows, jobs, Some(&owners), (Effort::Full, &mut budget));
+                let candidate = least_delay(windows, jobs, Some(&owners), (effort, &mut budget));
                 if candidate.end < best.end * (1.0 - 1e-9) {
                     best = candidate;
                     improved = true;
