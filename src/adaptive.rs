@@ -4,8 +4,9 @@
 //! stages, their ranks and each rank's canonical order are kept from the static plan, and the
 //! encoder's owners and slots are placed afresh in the body's idle time with the batch's own
 //! encode times (owner.rs's quick search: the greedy owners and the least head delay, and
-//! where encoder work runs past the body's end one pass of moving jobs). The body's order stays up to which microbatch runs at each of its places: the microbatches of
-//! least encoder work go where the body leaves their encoder least room (the first to need
+//! where encoder work runs past the body's end one pass of moving jobs). The body's order
+//! stays up to which microbatch runs at each of its places: the microbatches of least
+//! encoder work go where the body leaves their encoder least room (the first to need
 //! features, and with a trainable encoder the last to give the gradient back); the batch is
 //! also placed in the order it came, and the faster of the two kept. The per-batch plan is
 //! validated and checked against device memory, and both it and the static plan are
