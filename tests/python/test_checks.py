@@ -13,11 +13,11 @@ import unittest
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 import mpipec
 from mpipec.torch import Executor, PlanError, checks, devices, miniature
 from mpipec.torch.adapter import layer_shapes
+from solo import OneProcessGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,15 +71,7 @@ class Layers(unittest.TestCase):
                          [f"stage 2 (region `llm`, layers [{lo}, {hi})): holds parameters of none of the model's layers: `scale`"])
 
 
-class Executor_(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.TemporaryDirectory()
-        dist.init_process_group("gloo", init_method=f"file://{self.scratch.name}/rendezvous", rank=0, world_size=1)
-
-    def tearDown(self):
-        dist.destroy_process_group()
-        self.scratch.cleanup()
-
+class Executor_(OneProcessGroup):
     def test_refuses_before_any_step_naming_process_rank_stage_and_layer(self):
         # This process as pipeline rank 1 of the 2-rank plan (the check is per process).
         groups = devices.Groups(pp_rank=1, dp_rank=0, pp=None, dp=None, globals=[0, 0])

@@ -5,14 +5,13 @@ where the plan averages (a one-process gloo group, no other processes).
     python -m unittest discover -s tests/python -p test_reduce.py
 """
 
-import tempfile
 import unittest
 from unittest import mock
 
 import torch
-import torch.distributed as dist
 
 from mpipec.torch import executor
+from solo import OneProcessGroup
 
 
 def params(*grads):
@@ -38,15 +37,7 @@ class Buckets(unittest.TestCase):
         self.assertEqual(len(executor._buckets(ps)), 1)
 
 
-class Reduce(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.TemporaryDirectory()
-        dist.init_process_group("gloo", init_method=f"file://{self.scratch.name}/rendezvous", rank=0, world_size=1)
-
-    def tearDown(self):
-        dist.destroy_process_group()
-        self.scratch.cleanup()
-
+class Reduce(OneProcessGroup):
     def test_the_sums_land_in_each_gradient_divided_where_asked(self):
         grads = [torch.tensor([2.0, 4.0]), torch.tensor([[6.0], [8.0]])]
         executor._Bucket(grads, None, divide=2).wait()
