@@ -275,7 +275,7 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
         adapter = adapters.load(config.get("adapter", "miniature"))
         launch.run(plan, adapter, config, steps, device, record=record, synchronize=sync)
         cpu = cpu_clock(device, world)
-        result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, threads=torch.get_num_threads(),
+        result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, threads=torch.get_num_threads(), cpu_clock=cpu,
                       timings=record["cpu_timings" if cpu else "timings"],
                       step_seconds=record["step_cpu_seconds" if cpu else "step_seconds"])
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
@@ -460,7 +460,8 @@ def profile(run_dir, backend=None):
     ranks = run_ranks(plan, config, request["steps"], run_dir, backend)
     kinds_of = request["kind_of_layer"]
     out = dict(request["meta"])
-    runtime = runtime_costs(plan, ranks, layers, kinds_of, cpu_clock(device, len(plan["rank_map"])))
+    # The clock the ranks timed their instructions with.
+    runtime = runtime_costs(plan, ranks, layers, kinds_of, ranks[0]["cpu_clock"])
     out.update(
         format=1,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
