@@ -284,16 +284,11 @@ class Executor:
             if src == self.rank:
                 t = self.carried.pop(key).detach().contiguous()
                 peer = self.groups.globals[after[key]]
-                st.sends += [dist.P2POp(dist.isend, wire.header(Dir.ACT, key[0], key[1], t), peer), dist.P2POp(dist.isend, t, peer)]
+                st.sends += self._messages(Dir.ACT, key[0], key[1], t, peer)
         self._flush(st)
         for key, src, dst in moves:
             if dst == self.rank:
-                peer = self.groups.globals[src]
-                h = wire.empty(self.device)
-                dist.recv(h, peer)
-                _, t = wire.decode(h)
-                dist.recv(t, peer)
-                self.carried[key] = t
+                _, self.carried[key] = wire.receive(self.groups.globals[src], self.device, self.inboxes_on)
         self.carried_by = self.lists
         return len(moves)
 
@@ -396,12 +391,17 @@ class Executor:
     def _send(self, a, st):
         t = (self._read(st, a.key) if a.dir is Dir.ACT else st.grads.pop(a.key)).detach().contiguous()
         peer = self.groups.globals[a.peer]
-        st.sends += [dist.P2POp(dist.isend, wire.header(a.dir, a.stage, a.mb, t), peer), dist.P2POp(dist.isend, t, peer)]
+        st.sends += self._messages(a.dir, a.stage, a.mb, t, peer)
         # A run of sends goes out as one batch (one NCCL group call).
         actions = self.lists.actions
         following = actions[st.index + 1] if st.index + 1 < len(actions) else None
         if following is None or following.op is not Op.SEND:
             self._flush(st)
+
+    def _messages(self, direction, stage, mb, t, peer):
+        # On gloo (where the inboxes post each peer's next receive ahead) small tensors go
+        # inside their header's message (`wire`).
+        return [dist.P2POp(dist.isend, m, peer) for m in wire.outgoing(direction, stage, mb, t, self.inboxes_on)]
 
     def _flush(self, st):
         if st.sends:
@@ -419,13 +419,7 @@ class Executor:
         a mailbox."""
         box = self.mailbox.setdefault(peer, {})
         while key not in box:
-            if peer in self.inboxes:
-                got, t = self.inboxes[peer].next()
-            else:
-                h = wire.empty(self.device)
-                dist.recv(h, peer)
-                got, t = wire.decode(h)
-                dist.recv(t, peer)
+            got, t = self.inboxes[peer].next() if peer in self.inboxes else wire.receive(peer, self.device, self.inboxes_on)
             box[got] = t
         return box.pop(key)
 
@@ -527,10 +521,11 @@ class _Bucket:
 
 
 class _Inbox:
-    """One step's messages from one peer, received on a thread as they come: the header, then
-    at once the tensor it announces, then the next header. gloo moves a tensor only once its
-    receive is posted; posted here, it moves while this rank computes, and the instruction that
-    needs it finds it there."""
+    """One step's messages from one gloo peer, received on a thread as they come: the next
+    message's receive is always posted (a small tensor comes inside it, `wire`), a larger
+    tensor's receive at once once its header is in. gloo moves a message only once its receive
+    is posted; posted here, it moves while this rank computes, and the instruction that needs
+    it finds it there."""
 
     def __init__(self, peer, count, device):
         self.arrived = queue.SimpleQueue()
@@ -539,16 +534,17 @@ class _Inbox:
 
     def _run(self, peer, count, device):
         try:
-            h = wire.empty(device)
-            work = dist.irecv(h, peer)
+            buf = wire.incoming(device, True)
+            work = dist.irecv(buf, peer)
             for k in range(count):
                 work.wait()
-                key, t = wire.decode(h)
-                data = dist.irecv(t, peer)
+                key, t, rest = wire.decode(buf)
+                data = dist.irecv(t, peer) if rest else None
                 if k + 1 < count:
-                    h = wire.empty(device)
-                    work = dist.irecv(h, peer)
-                data.wait()
+                    buf = wire.incoming(device, True)
+                    work = dist.irecv(buf, peer)
+                if data is not None:
+                    data.wait()
                 self.arrived.put((key, t))
         except Exception as e:  # the step raises it where it waits for the message
             self.arrived.put(e)

@@ -201,17 +201,15 @@ def measure_kinds(plan, config, kinds, device):
 
 
 def _message(t, peer):
-    """A tensor sent as the executor sends it: its header, then itself, one batch."""
-    h = wire.header(Dir.ACT, 0, 0, t)
-    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, h, peer), dist.P2POp(dist.isend, t, peer)]):
+    """A tensor sent as the executor sends it (`wire`), one batch."""
+    inline = dist.get_backend() == "gloo"
+    ops = [dist.P2POp(dist.isend, m, peer) for m in wire.outgoing(Dir.ACT, 0, 0, t, inline)]
+    for work in dist.batch_isend_irecv(ops):
         work.wait()
 
 
 def _receive(peer, device):
-    h = wire.empty(device)
-    dist.recv(h, peer)
-    _, t = wire.decode(h)
-    dist.recv(t, peer)
+    wire.receive(peer, device, dist.get_backend() == "gloo")
 
 
 def p2p(rank, device, sync):
