@@ -37,6 +37,10 @@ pub struct Runtime {
     pub send_s: f64,
     /// A receive whose message is already there.
     pub recv_s: f64,
+    /// CPU seconds the process's other threads (its receiving threads, gloo's) spend per message
+    /// it receives: work that needs a core where the ranks share a host's. Older profiles lack
+    /// it (0).
+    pub message_cpu_s: f64,
 }
 
 /// α–β of a link or of a ring all-reduce (2(k−1)·α + 2(k−1)/k · n/β).
@@ -165,6 +169,7 @@ fn runtime(v: &Value) -> Result<Runtime, Malformed> {
         compute_s: number(v, path, "compute_s")?,
         send_s: number(v, path, "send_s")?,
         recv_s: number(v, path, "recv_s")?,
+        message_cpu_s: optional(v, path, "message_cpu_s")?.unwrap_or(0.0),
     })
 }
 

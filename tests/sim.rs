@@ -364,18 +364,19 @@ fn profiled_plan(plan: &str, profile: &str, sets: &[(String, String)]) -> mpipe:
 /// no runtime costs, its profile taken on a CPU of `host` (`, "cores": C, "threads": T`), `dp`
 /// replicas.
 fn shared_1f1b(host: &str, dp: u32) -> f64 {
-    profiled_1f1b(host, dp, 0.0, 0.0)
+    profiled_1f1b(host, dp, 0.0, 0.0, 0.0)
 }
 
-/// [`shared_1f1b`] with `grad_bytes` of gradients a layer (one layer a stage) and the dp ring's
-/// α `alpha`, its bandwidth unbounded.
-fn profiled_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64) -> f64 {
+/// [`shared_1f1b`] with `grad_bytes` of gradients a layer (one layer a stage), the dp ring's
+/// α `alpha`, its bandwidth unbounded, and `message_cpu` seconds of the other threads' CPU a
+/// message received.
+fn profiled_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu: f64) -> f64 {
     let layer = format!(
         r#"{{"forward_s": 1, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": 2, "optimizer_s": 0, "output_bytes": 0, "grad_bytes": {grad_bytes}}}"#
     );
     let layers = format!(r#"{{"lm:first": {layer}, "lm": {layer}, "lm:last": {layer}}}"#);
     let extra = format!(
-        r#", "runtime": {{"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0}},
+        r#", "runtime": {{"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0, "message_cpu_s": {message_cpu}}},
  "p2p": {{"alpha_s": 0, "beta_bytes_per_s": 1e9}}, "all_reduce": {{"dp": {{"alpha_s": {alpha}, "beta_bytes_per_s": 1e30}}}}"#
     );
     let profile = host_profile(&layers, host, &extra).replace(r#""layers": 2"#, r#""layers": 3"#);
@@ -393,9 +394,9 @@ fn profiled_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64) -> f64 {
 #[test]
 fn a_reduction_costs_one_call_per_bucket() {
     let mib = 1024.0 * 1024.0;
-    let free = profiled_1f1b("", 2, 0.0, 0.0);
+    let free = profiled_1f1b("", 2, 0.0, 0.0, 0.0);
     for (grads, calls) in [(10.0, 1.0), (30.0, 2.0)] {
-        let step = profiled_1f1b("", 2, grads * mib, 1.0);
+        let step = profiled_1f1b("", 2, grads * mib, 1.0, 0.0);
         assert!(close(step - free, 2.0 * calls), "{grads} MiB: {step} against {free}");
     }
 }
@@ -424,6 +425,19 @@ fn ranks_on_one_cpu_host_share_its_cores() {
         let step = shared_1f1b(host, dp);
         assert!(close(step, expected), "{host} dp {dp}: {step} != {expected}");
     }
+}
+
+/// On a host whose cores the ranks share, the CPU a process's other threads spend on each
+/// message it receives needs a core too: on 1 core every second is one rank's work, the 27 s
+/// of [`ranks_on_one_cpu_host_share_its_cores`] and 0.5 s for each of the 12 messages (3 to
+/// rank 0, 6 to rank 1, 3 to rank 2). With a core each (3 cores) those threads have cores of
+/// their own and the step stays (M + P − 1)(f + b) = 15.
+#[test]
+fn on_shared_cores_a_message_received_costs_its_threads_cpu() {
+    let one_core = profiled_1f1b(r#", "cores": 1, "threads": 1"#, 1, 0.0, 0.0, 0.5);
+    assert!(close(one_core, 27.0 + 12.0 * 0.5), "{one_core}");
+    let core_each = profiled_1f1b(r#", "cores": 3, "threads": 1"#, 1, 0.0, 0.0, 0.5);
+    assert!(close(core_each, 15.0), "{core_each}");
 }
 
 /// A profile names its host's cores and threads together, whole numbers above 0.

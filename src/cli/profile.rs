@@ -90,11 +90,12 @@ fn summary(p: &Profile) -> String {
     }
     if let Some(r) = &p.runtime {
         lines.push(format!(
-            "runtime: {} an instruction, {} more a compute, {} a send, {} a receive already there",
+            "runtime: {} an instruction, {} more a compute, {} a send, {} a receive already there, {} of other threads' CPU a message received",
             us(r.instruction_s),
             us(r.compute_s),
             us(r.send_s),
-            us(r.recv_s)
+            us(r.recv_s),
+            us(r.message_cpu_s)
         ));
     }
     lines.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")

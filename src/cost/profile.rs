@@ -77,6 +77,7 @@ impl Measured {
             cores: host.cores as f64,
             threads: host.threads as f64,
             replicas: replicas.max(1) as f64,
+            message_cpu: self.profile.runtime.map_or(0.0, |r| r.message_cpu_s),
         })
     }
 

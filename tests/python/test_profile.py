@@ -74,6 +74,21 @@ class Clock(unittest.TestCase):
         self.assertFalse(profile.cpu_clock(torch.device("cuda", 0), cores + 1))
 
 
+class MessageCpu(unittest.TestCase):
+    def test_the_other_threads_cpu_per_message_received_after_the_warm_up(self):
+        # Rank 0 receives 1 message a step, rank 1 none; steps after the first spent 0.3 and
+        # 0.5 s beyond the main thread, rank 1's 0.2: (0.3 + 0.5 + 0.2) / (2 receives).
+        plan = {"ranks": [{"instructions": [{"op": "recv"}, {"op": "forward"}]}, {"instructions": [{"op": "send"}]}]}
+        ranks = [{"rank": 0, "dp_rank": 0, "other_threads": [9.0, 0.3, 0.5]},
+                 {"rank": 1, "dp_rank": 0, "other_threads": [9.0, 0.2, 0.0]},
+                 {"rank": 0, "dp_rank": 1, "other_threads": [9.0, 7.0, 7.0]}]
+        self.assertAlmostEqual(profile.message_cpu(plan, ranks), 0.5)
+
+    def test_no_receives_no_cost(self):
+        plan = {"ranks": [{"instructions": [{"op": "forward"}]}]}
+        self.assertEqual(profile.message_cpu(plan, [{"rank": 0, "dp_rank": 0, "other_threads": [1.0, 1.0]}]), 0.0)
+
+
 class Flights(unittest.TestCase):
     def test_a_cpu_flight_is_the_round_trip_less_both_ends(self):
         # One way 1 ms; the two ranks spent 0.4 and 0.2 ms of CPU on a round trip (each one send

@@ -74,7 +74,7 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
     record = {} if record is None else record
-    record.update(grads=[], losses=[], step_seconds=[], step_cpu_seconds=[])
+    record.update(grads=[], losses=[], step_seconds=[], step_cpu_seconds=[], step_process_seconds=[])
 
     def optimizer_step(losses):
         record["grads"].append(_named(modules, plan, groups.pp_rank, True))
@@ -93,11 +93,12 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     for step in range(steps):
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
-        started, cpu_started = time.perf_counter(), time.thread_time()
+        started, cpu_started, process_started = time.perf_counter(), time.thread_time(), time.process_time()
         this = ahead.plan(step, step + 1 < steps) if ahead is not None else None
         ex.step(of(step), of(step + 1), plan=this)
         record["step_seconds"].append(time.perf_counter() - started)
         record["step_cpu_seconds"].append(time.thread_time() - cpu_started)
+        record["step_process_seconds"].append(time.process_time() - process_started)
         loss = record["losses"][-1]
         if print_losses and loss is not None and groups.dp_rank == 0:
             print(f"step {step}: loss {loss:.6f} ({record['step_seconds'][-1]:.3f} s on rank {dist.get_rank()})", flush=True)

@@ -11,13 +11,16 @@ use std::collections::BinaryHeap;
 use super::{Machine, Next};
 
 /// Where the ranks share a host: its cores, the threads each process computes with (the
-/// measured times were taken with that many) and the processes each simulated rank stands for
-/// (its data-parallel replicas, which run the same list at the same times).
+/// measured times were taken with that many), the processes each simulated rank stands for
+/// (its data-parallel replicas, which run the same list at the same times) and the core time a
+/// process's other threads spend on each message it receives (charged to the receive: with
+/// the cores all taken it is the rank's time as much as its own instructions are).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shared {
     pub cores: f64,
     pub threads: f64,
     pub replicas: f64,
+    pub message_cpu: f64,
 }
 
 impl Shared {
@@ -98,6 +101,7 @@ enum State {
 /// work to end is taken first, so the cores are shared among the ranks working at that moment.
 pub(super) fn run(m: &mut Machine, shared: Shared) {
     let ranks = m.ir.ranks.len();
+    m.message_cpu = shared.message_cpu;
     let mut cores = Cores { capacity: shared.capacity(), now: 0.0, working: Vec::new() };
     let mut state = vec![State::Queued; ranks];
     let mut queue: BinaryHeap<Reverse<(Time, usize)>> = (0..ranks).map(|r| Reverse((Time(0.0), r))).collect();

@@ -141,6 +141,8 @@ struct Machine<'a> {
     // Asynchronous collectives each rank started and has not waited for yet.
     pending: Vec<Vec<usize>>,
     woken: Vec<usize>,
+    /// Core time a receive costs beyond its instruction on a shared host (`Shared`).
+    message_cpu: f64,
 }
 
 impl<'a> Machine<'a> {
@@ -161,6 +163,7 @@ impl<'a> Machine<'a> {
             at_collective: vec![None; ranks],
             pending: vec![Vec::new(); ranks],
             woken: Vec::new(),
+            message_cpu: 0.0,
         }
     }
 
@@ -181,7 +184,7 @@ impl<'a> Machine<'a> {
                 };
                 self.start[r][pc] = self.clock[r];
                 // What receiving costs once the message is there (the runtime's side).
-                Next::Work { at: self.clock[r].max(t), work: self.durations.instruction(rank, i) }
+                Next::Work { at: self.clock[r].max(t), work: self.durations.instruction(rank, i) + self.message_cpu }
             }
             Op::AllReduce if i.group == Some(Group::Pp) => self.collective(r, i),
             // The optimizer and the data-parallel reductions read the reduced gradients.
