@@ -162,7 +162,7 @@ class Executor:
         # posted when the instruction runs would wait for the sender's side to be scheduled
         # again. NCCL runs a pair's sends and receives on one stream: a receive posted ahead
         # would hold back this rank's sends to that peer.
-        self.inboxes_on = dist.get_backend() == "gloo"
+        self.inboxes_on = wire.inline_here()
         # The static plan's lists, and an adaptive plan's per-batch ones as steps bring them.
         self.lists = _Lists(self.plan, self.rank, self.groups.globals)
         self.known = collections.OrderedDict()
@@ -284,7 +284,7 @@ class Executor:
             if src == self.rank:
                 t = self.carried.pop(key).detach().contiguous()
                 peer = self.groups.globals[after[key]]
-                st.sends += self._messages(Dir.ACT, key[0], key[1], t, peer)
+                st.sends += wire.sends(Dir.ACT, key[0], key[1], t, peer, self.inboxes_on)
         self._flush(st)
         for key, src, dst in moves:
             if dst == self.rank:
@@ -391,17 +391,12 @@ class Executor:
     def _send(self, a, st):
         t = (self._read(st, a.key) if a.dir is Dir.ACT else st.grads.pop(a.key)).detach().contiguous()
         peer = self.groups.globals[a.peer]
-        st.sends += self._messages(a.dir, a.stage, a.mb, t, peer)
+        st.sends += wire.sends(a.dir, a.stage, a.mb, t, peer, self.inboxes_on)
         # A run of sends goes out as one batch (one NCCL group call).
         actions = self.lists.actions
         following = actions[st.index + 1] if st.index + 1 < len(actions) else None
         if following is None or following.op is not Op.SEND:
             self._flush(st)
-
-    def _messages(self, direction, stage, mb, t, peer):
-        # On gloo (where the inboxes post each peer's next receive ahead) small tensors go
-        # inside their header's message (`wire`).
-        return [dist.P2POp(dist.isend, m, peer) for m in wire.outgoing(direction, stage, mb, t, self.inboxes_on)]
 
     def _flush(self, st):
         if st.sends:

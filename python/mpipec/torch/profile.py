@@ -200,32 +200,26 @@ def measure_kinds(plan, config, kinds, device):
 # ---- the ranks: links, collectives and the runtime ------------------------------------------
 
 
-def _message(t, peer):
+def _message(t, peer, inline):
     """A tensor sent as the executor sends it (`wire`), one batch."""
-    inline = dist.get_backend() == "gloo"
-    ops = [dist.P2POp(dist.isend, m, peer) for m in wire.outgoing(Dir.ACT, 0, 0, t, inline)]
-    for work in dist.batch_isend_irecv(ops):
+    for work in dist.batch_isend_irecv(wire.sends(Dir.ACT, 0, 0, t, peer, inline)):
         work.wait()
-
-
-def _receive(peer, device):
-    wire.receive(peer, device, dist.get_backend() == "gloo")
 
 
 def p2p(rank, device, sync):
     """Per message size between ranks 0 and 1: (bytes, one-way seconds (half a round trip),
     and on a CPU the seconds of this rank's CPU a round trip takes, else None)."""
-    points = []
+    points, inline = [], wire.inline_here()
     for n in P2P_ELEMENTS:
         t = torch.ones(n, device=device)
 
         def round_trip():
             if rank == 0:
-                _message(t, 1)
-                _receive(1, device)
+                _message(t, 1, inline)
+                wire.receive(1, device, inline)
             elif rank == 1:
-                _receive(0, device)
-                _message(t, 0)
+                wire.receive(0, device, inline)
+                _message(t, 0, inline)
 
         dist.barrier()
         seconds = timed(sync, lambda: round_trip, MESSAGE_REPEATS)

@@ -53,6 +53,16 @@ def outgoing(direction, stage, mb, t, inline):
     return [h, t]
 
 
+def sends(direction, stage, mb, t, peer, inline):
+    """The point-to-point sends of `outgoing`'s messages to `peer`, for one batch."""
+    return [dist.P2POp(dist.isend, m, peer) for m in outgoing(direction, stage, mb, t, inline)]
+
+
+def inline_here():
+    """Whether this process group's wire carries small tensors inline (gloo)."""
+    return dist.get_backend() == "gloo"
+
+
 def incoming(device, inline):
     """The buffer a receive posts for the next message from a peer."""
     if inline:
@@ -66,7 +76,7 @@ def decode(buf):
     the header's dtype and shape to receive it into."""
     inline = buf.dtype == torch.uint8
     h = buf[:HEADER_BYTES].view(torch.int64) if inline else buf
-    values = [int(v) for v in h.cpu()]
+    values = h.cpu().tolist()
     d, stage, mb, dtype, ndim = values[:5]
     key, shape, dtype = (_DIRS[d], stage, mb), values[5 : 5 + ndim], DTYPES[dtype]
     t = torch.empty(shape, dtype=dtype, device=buf.device)
