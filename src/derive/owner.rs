@@ -92,10 +92,10 @@ pub fn schedule(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job]) -> Sche
 /// [`schedule`] with the given effort.
 pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: Effort) -> Schedule {
     let ranks = windows.len() as u32;
-    let round_robin: Vec<u32> = jobs.iter().map(|j| (j.mb + j.part) % ranks).collect();
+    let round_robin = || -> Vec<u32> { jobs.iter().map(|j| (j.mb + j.part) % ranks).collect() };
     // A fixed map gives a microbatch's owner; its further parts go to the ranks after it.
     let fixed: Option<Vec<u32>> = match spec {
-        OwnerSpec::RoundRobin => Some(round_robin.clone()),
+        OwnerSpec::RoundRobin => Some(round_robin()),
         OwnerSpec::Explicit(list) => Some(jobs.iter().map(|j| (list[j.mb as usize] as u32 + j.part) % ranks).collect()),
         OwnerSpec::ByMicrobatch | OwnerSpec::Adaptive => None,
     };
@@ -112,7 +112,7 @@ pub fn search(spec: &OwnerSpec, windows: &[Vec<Window>], jobs: &[Job], effort: E
     }
     // derive's search times the round-robin map beside these owners and keeps the faster; one
     // batch's plan has no such search, so the map is weighed here, by where the step ends.
-    let by_rank = least_delay(windows, jobs, Some(&round_robin), (effort, &mut unbounded));
+    let by_rank = least_delay(windows, jobs, Some(&round_robin()), (effort, &mut unbounded));
     if by_rank.end < searched.end * (1.0 - 1e-9) { by_rank } else { searched }
 }
 
