@@ -11,7 +11,7 @@ message shorter than the receive posted for it), and the sender's send writes in
 receive at once. As a second message it would wait for gloo's rendezvous: the sender
 announces it, the receiver answers once it has read the header, and only then does the
 sender's gloo thread write it, whenever that thread next gets a core; on a host whose cores
-the ranks keep busy that was 0.2 to 5 ms a message (3 ms on average), against 0.2 ms inline.
+the ranks keep busy that was 0.2 to 9 ms a message (about 3 ms on average), 0.2 ms inline.
 A larger tensor, and every tensor on NCCL and HCCL (whose receives must match the send's
 size), follows its header as a message of its own.
 """
