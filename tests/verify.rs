@@ -293,6 +293,19 @@ fn a_failing_rank_ends_every_rank_with_its_error() {
     assert!(stderr.contains("the pipelined run failed"), "{stderr}");
 }
 
+/// A run that ends well with a wrong gradient fails the comparison; with `--profile` its
+/// measured and predicted steps are still printed, as its timings hold either way.
+#[test]
+fn a_wrong_gradient_fails_and_still_reports_the_step() {
+    let sets = ["schedule=1f1b".to_string(), "batch.microbatches=4".to_string()];
+    let args = ["--procs", "2", "--profile"];
+    let out = verify_with(LM, &args, &sets, &[("MPIPE_FAIL_AT", "1:0:wrong")]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("error: outside tolerance"), "{stderr}");
+    assert!(stdout.lines().any(|l| l.starts_with("profile (") && l.contains("measured step")), "{stdout}");
+}
+
 #[test]
 fn a_missing_torch_is_a_usage_error_with_the_install_command() {
     let out = Command::new(env!("CARGO_BIN_EXE_mpipec"))

@@ -71,12 +71,24 @@ def reference(plan, adapter, config, steps):
 
 def inject_failure(mode):
     """MPIPE_FAIL_AT=RANK:INSTRUCTION[:MODE]'s failure: an exception (`raise`, the default), a
-    process that dies (`exit`), or one that hangs (`hang`)."""
+    process that dies (`exit`), or one that hangs (`hang`); `wrong` is no failure here (see
+    `make_wrong`)."""
+    if mode == "wrong":
+        return
     if mode == "exit":
         os._exit(3)
     if mode == "hang":
         time.sleep(devices.TIMEOUT.total_seconds() * 100)
     raise RuntimeError("failure injected by MPIPE_FAIL_AT")
+
+
+def make_wrong(record):
+    """MPIPE_FAIL_AT=RANK:0:wrong: the run ends well, with a first-step gradient off by a
+    thousandth, as a wrong schedule would leave it; the comparison must catch it."""
+    grads = record["grads"][0]
+    if grads:
+        name = sorted(grads)[0]
+        grads[name] = grads[name] + 1e-3 * (1.0 + grads[name].abs().max())
 
 
 def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progress):
@@ -94,6 +106,8 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progres
 
     try:
         record = launch.run(plan, adapters.load(config.get("adapter", "miniature")), config, steps, device, on_action)
+        if fail_at is not None and fail_at[1] == "wrong":
+            make_wrong(record)
         if record["dp_rank"] == 0:
             torch.save(record, os.path.join(out_dir, f"rank{record['pp_rank']}.pt"))
         dist.barrier()
@@ -244,13 +258,14 @@ def verify(plan, config, steps, out_dir, profile=False):
         worst.compare("param", name, params[name], p, scale)
     for kind, (d, rel, name) in worst.of.items():
         print(f"max {kind} difference: abs {d:.3e}, rel {rel:.3e} ({name})")
+    # The run's timings hold whatever its numbers: they are reported either way.
+    if profile:
+        write_profile(ranks, out_dir)
     rel, where = worst.worst()
     if rel > TOLERANCE:
         print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on loss, gradients and parameters): worst {where}", file=sys.stderr)
         return 1
     print("ok: loss, gradients and parameters match the single-process run")
-    if profile:
-        write_profile(ranks, out_dir)
     return 0
 
 
