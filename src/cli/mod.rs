@@ -363,8 +363,9 @@ enum Command {
         /// Data-parallel replicas (N x DP processes)
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         dp: u64,
-        /// Steps of the runtime timed for its per-instruction costs (the first is warm-up)
-        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..))]
+        /// Steps of the runtime timed for its per-instruction costs (the first is warm-up; the
+        /// middle half of the rest by step time are used)
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(2..))]
         steps: u64,
         /// The Python with torch (default: $MPIPEC_PYTHON, then the environment `scripts/torch-env`
         /// creates, then python3)

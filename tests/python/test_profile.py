@@ -59,6 +59,13 @@ class Steady(unittest.TestCase):
                 "timings": [["warm-up"], ["fast"], ["slow"], ["median"]]}
         self.assertEqual(list(profile.steady([rank])), [(0, 7.0, ["median"])])
 
+    def test_the_middle_half_of_many_steps(self):
+        # Eight steps after the warm-up, 1 to 8 s in some order: the middle four by time (3 to
+        # 6 s), not the two fastest or the two slowest, each with its own instruction times.
+        seconds = [99.0, 8.0, 1.0, 5.0, 3.0, 7.0, 2.0, 6.0, 4.0]
+        rank = {"rank": 0, "dp_rank": 0, "step_seconds": seconds, "timings": [[s] for s in seconds]}
+        self.assertEqual(list(profile.steady([rank])), [(0, s, [s]) for s in (3.0, 4.0, 5.0, 6.0)])
+
     def test_replicas_other_than_the_first_are_left_out(self):
         rank = {"rank": 0, "dp_rank": 1, "step_seconds": [9.0, 1.0], "timings": [[], []]}
         self.assertEqual(list(profile.steady([rank])), [])
