@@ -379,15 +379,17 @@ def local(a, run, model, adapter, batches):
         os.remove(rendezvous)
     # One thread a process, so that no OpenMP pool exists at the fork and P ranks share the cores.
     torch.set_num_threads(1)
-    ref = reference(a, run, model, adapter, batches) if a.check else None
     try:
         args = (a, run, model, adapter, batches, backend, rendezvous, out_dir)
         mp.start_processes(_worker, args=args, nprocs=run.world, start_method="fork")
     except Exception as e:
         print(f"error: the training run failed: {str(e).strip().splitlines()[-1]}", file=sys.stderr)
         return EXIT_INPUT
-    if ref is None:
+    if not a.check:
         return 0
+    # After the ranks, as `mpipec verify` does: ranks forked from a process that has run the
+    # whole model inherit its heap and run slower.
+    ref = reference(a, run, model, adapter, batches)
     from .torch.verify import TOLERANCE, Worst, compare_steps
 
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(run.plan["pipeline"]["ranks"])]
