@@ -233,7 +233,8 @@ def verify(plan, config, steps, out_dir, profile=False):
         return EXIT_MISSING
     # One thread, so that no OpenMP pool exists at the fork. The reference after the ranks, not
     # before: processes forked from one that has run the whole model inherit its heap, and ran
-    # 7 to 18 % slower a step than the same ranks forked before it (three pairs each, two plans).
+    # 8 to 22 % slower a step than the same ranks forked before it in five of six alternated
+    # pairs (docs/costs.md).
     torch.set_num_threads(1)
     failed = run_pipelined(plan, config, steps, out_dir)
     if failed:
