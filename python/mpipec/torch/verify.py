@@ -71,10 +71,7 @@ def reference(plan, adapter, config, steps):
 
 def inject_failure(mode):
     """MPIPE_FAIL_AT=RANK:INSTRUCTION[:MODE]'s failure: an exception (`raise`, the default), a
-    process that dies (`exit`), or one that hangs (`hang`); `wrong` is no failure here (see
-    `make_wrong`)."""
-    if mode == "wrong":
-        return
+    process that dies (`exit`), or one that hangs (`hang`). `wrong` is not one (`make_wrong`)."""
     if mode == "exit":
         os._exit(3)
     if mode == "hang":
@@ -94,10 +91,11 @@ def make_wrong(record):
 def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progress):
     torch.manual_seed(0)
     device = devices.init("gloo", f"file://{rendezvous}", rank, world)
-    fail_at = None
+    fail_at, wrong = None, False
     if fail and int(fail.split(":")[0]) == rank:
         at, mode = (fail.split(":") + ["raise"])[1:3]
-        fail_at = (int(at), mode)
+        wrong = mode == "wrong"
+        fail_at = None if wrong else (int(at), mode)
 
     def on_action(step, k, action):
         progress[2 * rank], progress[2 * rank + 1] = step, k
@@ -106,7 +104,7 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progres
 
     try:
         record = launch.run(plan, adapters.load(config.get("adapter", "miniature")), config, steps, device, on_action)
-        if fail_at is not None and fail_at[1] == "wrong":
+        if wrong:
             make_wrong(record)
         if record["dp_rank"] == 0:
             torch.save(record, os.path.join(out_dir, f"rank{record['pp_rank']}.pt"))
