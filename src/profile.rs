@@ -50,12 +50,15 @@ pub struct AlphaBeta {
     pub beta_bytes_per_s: f64,
 }
 
-/// The host the processes ran on: its cores (those the processes may run on) and the threads
-/// each process computed with. Older profiles lack it.
+/// The host the processes ran on: its cores (those the processes may run on), the threads
+/// each process computed with and the seconds between its scheduler's balancings of the cores
+/// (`mpipec.torch.scheduler`; 0 where not measured: an idle core takes a waiting process at
+/// once). Older profiles lack it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Host {
     pub cores: u64,
     pub threads: u64,
+    pub balance_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -173,7 +176,8 @@ fn runtime(v: &Value) -> Result<Runtime, Malformed> {
     })
 }
 
-/// `device.cores` and `device.threads`, both or neither (a profile from before they were kept).
+/// `device.cores` and `device.threads`, both or neither (a profile from before they were kept),
+/// and `device.balance_s` where the profile measured it.
 fn host(device: &Value) -> Result<Option<Host>, Malformed> {
     let whole = |key: &str| match device.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -183,7 +187,9 @@ fn host(device: &Value) -> Result<Option<Host>, Malformed> {
         },
     };
     match (whole("cores")?, whole("threads")?) {
-        (Some(cores), Some(threads)) => Ok(Some(Host { cores, threads })),
+        (Some(cores), Some(threads)) => {
+            Ok(Some(Host { cores, threads, balance_s: optional(device, "device", "balance_s")?.unwrap_or(0.0) }))
+        }
         (None, None) => Ok(None),
         (None, Some(_)) => Err(malformed("device.cores", "is missing (`device.threads` is there)")),
         (Some(_), None) => Err(malformed("device.threads", "is missing (`device.cores` is there)")),

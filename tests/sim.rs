@@ -427,6 +427,21 @@ fn ranks_on_one_cpu_host_share_its_cores() {
     }
 }
 
+/// A host whose scheduler balances its cores only every `balance_s`: a rank that wakes while
+/// its waker works alone on a core is put on that core, and the other core takes one of the
+/// two only at the next balancing. Every 1000 s, never within the step: rank 1 wakes at 1 s
+/// onto rank 0's core, rank 2 onto theirs, and the second core stays idle, one core's worth
+/// of work, 3 · 3 · 3 = 27 s (16.5 s where the idle core takes a process at once).
+#[test]
+fn an_idle_core_takes_a_waiting_rank_only_when_the_scheduler_balances() {
+    let never = shared_1f1b(r#", "cores": 2, "threads": 1, "balance_s": 1000"#, 1);
+    assert!(close(never, 27.0), "{never}");
+    let at_once = shared_1f1b(r#", "cores": 2, "threads": 1, "balance_s": 0"#, 1);
+    assert!(close(at_once, 16.5), "{at_once}");
+    let often = shared_1f1b(r#", "cores": 2, "threads": 1, "balance_s": 1"#, 1);
+    assert!(often > 16.5 && often < 27.0, "{often}");
+}
+
 /// On a host whose cores the ranks share, the CPU a process's other threads spend on each
 /// message it receives needs a core too: on 1 core every second is one rank's work, the 27 s
 /// of [`ranks_on_one_cpu_host_share_its_cores`] and 0.5 s for each of the 12 messages (3 to
@@ -440,11 +455,16 @@ fn on_shared_cores_a_message_received_costs_its_threads_cpu() {
     assert!(close(core_each, 15.0), "{core_each}");
 }
 
-/// A profile names its host's cores and threads together, whole numbers above 0.
+/// A profile names its host's cores and threads together, whole numbers above 0, and the
+/// interval between its scheduler's balancings as 0 or more seconds.
 #[test]
 fn a_profile_host_needs_cores_and_threads() {
     let layers = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0}}"#;
-    for (host, field) in [(r#", "cores": 2"#, "device.threads"), (r#", "cores": 0, "threads": 1"#, "device.cores")] {
+    for (host, field) in [
+        (r#", "cores": 2"#, "device.threads"),
+        (r#", "cores": 0, "threads": 1"#, "device.cores"),
+        (r#", "cores": 2, "threads": 1, "balance_s": -1"#, "device.balance_s"),
+    ] {
         let checked = profiled(&host_profile(layers, host, ""), &[]);
         let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");
         assert!(format!("{e:?}").contains(field), "{e:?}");

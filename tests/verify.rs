@@ -654,6 +654,13 @@ fn a_profile_predicts_a_held_out_plans_step() {
     // The host's cores, which the simulator shares among a plan's ranks, and one thread each.
     let host = profile.host.expect("device.cores and device.threads");
     assert!(host.cores >= 1 && host.threads == 1, "{host:?}");
+    // And, on Linux with two cores or more, the interval between its scheduler's balancings
+    // (each of the measurement's trials waits 50 ms at most).
+    let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    if cfg!(target_os = "linux") && host.cores >= 2 {
+        let balance = raw["device"]["balance_s"].as_f64();
+        assert!(balance.is_some_and(|s| (0.0..=0.1).contains(&s)) && balance == Some(host.balance_s), "{raw}");
+    }
     let args = ["--procs", "3", "--profile", file.to_str().unwrap()];
     let out = verify_with(LM, &args, &["batch.microbatches=6".into()], &[]);
     let _ = std::fs::remove_dir_all(&dir);

@@ -78,6 +78,7 @@ impl Measured {
             threads: host.threads as f64,
             replicas: replicas.max(1) as f64,
             message_cpu: self.profile.runtime.map_or(0.0, |r| r.message_cpu_s),
+            balance: host.balance_s,
         })
     }
 
@@ -111,7 +112,11 @@ impl Measured {
         }
         sort(p.runtime.is_some(), "the runtime's per-instruction costs".into());
         if let Some(s) = self.shared(plan.cluster.dp) {
-            measured.push(format!("the ranks' processes sharing {} cores", s.cores));
+            let balanced = match s.balance {
+                0.0 => String::new(),
+                every => format!(", balanced every {:.1} ms", every * 1e3),
+            };
+            measured.push(format!("the ranks' processes sharing {} cores{balanced}", s.cores));
         }
         (measured, analytic)
     }

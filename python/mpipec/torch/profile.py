@@ -16,8 +16,9 @@ what the profile says of the model and shapes). This writes DIR/profile.json:
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
 - the runtime's per-instruction costs: the plan run for a few steps by the executor, every
   instruction timed, set against the layer times above (each op's ratio, `calibrate`);
-- on a CPU, the host's cores and the threads a process computes with: the simulator shares the
-  cores among a plan's ranks.
+- on a CPU, the host's cores, the threads a process computes with and the interval between its
+  scheduler's balancings of the cores (`scheduler`): the simulator shares the cores among a
+  plan's ranks as that scheduler does.
 
 Timings synchronise the device first (CUDA, NPU), so a GPU's asynchronous launches are timed
 to their end. On a CPU the layers and the instructions are timed in the thread's CPU seconds,
@@ -46,7 +47,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from . import adapter as adapters  # noqa: E402
-from . import devices, launch, wire  # noqa: E402
+from . import devices, launch, scheduler, wire  # noqa: E402
 from .actions import Dir, load_plan  # noqa: E402
 
 # Timed repeats per measurement (after one untimed), and the message sizes of the fits. A
@@ -476,13 +477,17 @@ def profile(run_dir, backend=None):
     # The clock the ranks timed their instructions with.
     runtime = runtime_costs(plan, ranks, layers, kinds_of, ranks[0]["cpu_clock"])
     runtime["message_cpu_s"] = message_cpu(plan, ranks)
+    host = dict(cores=host_cores(), threads=max(r["threads"] for r in ranks))
+    interval = scheduler.balance_interval() if device.type == "cpu" else None
+    if interval is not None:
+        host["balance_s"] = interval
     out.update(
         format=1,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         # The simulator shares a CPU host's cores among the ranks' processes: a rank of a plan
-        # with more processes than cores computes at a share of the speed measured here.
-        device=dict(describe_device(device, backend), count=len(plan["rank_map"]), cores=host_cores(),
-                    threads=max(r["threads"] for r in ranks)),
+        # with more processes than cores computes at a share of the speed measured here, on
+        # the cores the host's scheduler puts it on.
+        device=dict(describe_device(device, backend), count=len(plan["rank_map"]), **host),
         versions=dict(versions(), **out.get("versions", {})),
         layers=layers,
         runtime=runtime,

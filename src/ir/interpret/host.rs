@@ -1,26 +1,41 @@
 //! Ranks that are processes on one host's CPU, sharing its cores: the rank's own work (its
 //! instructions' durations, what the runtime spends on a message included) needs a core, a
-//! wait (for a message in flight, a collective's group) needs none. The host shares its cores
-//! among the processes working, as an operating system's scheduler does over time: with `n`
-//! processes working on `c` cores, each runs at `min(1, c / n)` of its own speed. The ranks
-//! advance in time order, so that who works at each moment is known.
+//! wait (for a message in flight, a collective's group) needs none. The ranks advance in time
+//! order, so that who works at each moment is known.
+//!
+//! The host shares its cores as Linux's scheduler does when they are busy. Each process works on
+//! one core (a place, a core's worth of the ranks' capacity) and the places with work share
+//! their capacity among the processes working: with `n` processes on `c` cores, all of them
+//! used, each runs at `min(1, c / n)` of its own speed. A process that goes on working stays on
+//! its place. One that wakes takes its own place or its waker's if idle; else its waker's where
+//! the waker works there alone (a synchronous wake-up expects the waker to wait next), else
+//! the less crowded of the two: a busy host's wake-up looks no further for an idle core. A place
+//! left idle while another holds several processes takes one of them only at the scheduler's next
+//! balancing, every `balance` seconds (an idle core does not pull a process that has just run).
+//! The balancings' phase against the step is unknown: the step is run at four phases and the
+//! middle one kept, so that a step that happens to fall in step with the balancings is not
+//! what the simulator reports.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use super::{Machine, Next};
+use super::{Deadlock, Durations, Machine, Next, Timeline};
+use crate::ir::PlanIr;
 
 /// Where the ranks share a host: its cores, the threads each process computes with (the
 /// measured times were taken with that many), the processes each simulated rank stands for
-/// (its data-parallel replicas, which run the same list at the same times) and the core time a
+/// (its data-parallel replicas, which run the same list at the same times), the core time a
 /// process's other threads spend on each message it receives (charged to the receive: with
-/// the cores all taken it is the rank's time as much as its own instructions are).
+/// the cores all taken it is the rank's time as much as its own instructions are) and the
+/// seconds between the scheduler's balancings of its cores (0: an idle core takes a waiting
+/// process at once).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shared {
     pub cores: f64,
     pub threads: f64,
     pub replicas: f64,
     pub message_cpu: f64,
+    pub balance: f64,
 }
 
 impl Shared {
@@ -33,6 +48,28 @@ impl Shared {
     pub fn contended(self, ranks: usize) -> bool {
         (ranks as f64) > self.capacity()
     }
+}
+
+/// The balancings' phases the step is run at, as fractions of the interval.
+const PHASES: [f64; 4] = [0.0, 0.25, 0.5, 0.75];
+
+/// The step on the shared host: at each of the balancings' phases, the run whose step ends
+/// second of the four (the lower middle); one run where the host balances at once.
+pub(super) fn run(ir: &PlanIr, durations: &dyn Durations, shared: Shared) -> Result<Timeline, Deadlock> {
+    let phases: &[f64] = if shared.balance > 0.0 { &PHASES } else { &PHASES[..1] };
+    let mut runs: Vec<Result<Timeline, Deadlock>> = phases
+        .iter()
+        .map(|&phase| {
+            let mut m = Machine::new(ir, durations);
+            run_at(&mut m, shared, phase * shared.balance);
+            m.timeline()
+        })
+        .collect();
+    runs.sort_by(|a, b| match (a, b) {
+        (Ok(a), Ok(b)) => a.makespan().total_cmp(&b.makespan()),
+        (a, b) => a.is_ok().cmp(&b.is_ok()),
+    });
+    runs.swap_remove((runs.len() - 1) / 2)
 }
 
 /// A time, ordered (the simulator's times are finite).
@@ -53,17 +90,116 @@ impl Ord for Time {
     }
 }
 
-/// The work on the host's cores: each working rank and the seconds of work it has left.
+/// The work on the host's cores: each working rank and the seconds of work it has left, the
+/// place each rank last worked on and how many work on each place now.
 struct Cores {
     capacity: f64,
     now: f64,
     working: Vec<(usize, f64)>,
+    home: Vec<Option<usize>>,
+    load: Vec<usize>,
+    /// The balancings: every `interval` seconds from `phase`.
+    interval: f64,
+    phase: f64,
+    /// Since when a place has been idle while another holds several ranks.
+    uneven_since: Option<f64>,
 }
 
 impl Cores {
-    /// The speed of each working rank, as a fraction of its own.
+    fn new(shared: Shared, ranks: usize, phase: f64) -> Cores {
+        let capacity = shared.capacity();
+        Cores {
+            capacity,
+            now: 0.0,
+            working: Vec::new(),
+            home: vec![None; ranks],
+            load: vec![0; (capacity.floor() as usize).max(1)],
+            interval: shared.balance,
+            phase,
+            uneven_since: None,
+        }
+    }
+
+    /// The speed of each working rank, as a fraction of its own: the capacity of the places
+    /// with work, shared.
     fn rate(&self) -> f64 {
-        (self.capacity / self.working.len() as f64).min(1.0)
+        let used = self.load.iter().filter(|&&n| n > 0).count() as f64;
+        (self.capacity * used / self.load.len() as f64 / self.working.len() as f64).min(1.0)
+    }
+
+    /// Rank `r` starts `work`, `waking` from a wait (its message from `waker`) or going on.
+    fn start(&mut self, r: usize, work: f64, waking: bool, waker: Option<usize>) {
+        let place = match self.home[r] {
+            Some(home) if !waking => home,
+            _ => self.wake_place(r, waker),
+        };
+        self.home[r] = Some(place);
+        self.load[place] += 1;
+        self.working.push((r, work));
+        self.track();
+    }
+
+    /// Where rank `r` wakes: its place or its waker's if idle, its waker's where the waker
+    /// works there alone, else the less crowded of the two (its own on a tie); the first
+    /// idle place, or one by its number, for a rank with neither.
+    fn wake_place(&self, r: usize, waker: Option<usize>) -> usize {
+        let idle = |p: &usize| self.load[*p] == 0;
+        let (home, theirs) = (self.home[r], waker.and_then(|w| self.home[w]));
+        let alone = waker.is_some_and(|w| self.is_working(w)) && theirs.is_some_and(|t| self.load[t] == 1);
+        let fewer = match (home, theirs) {
+            (Some(h), Some(t)) => Some(if self.load[t] < self.load[h] { t } else { h }),
+            (h, t) => h.or(t),
+        };
+        home.filter(idle)
+            .or(theirs.filter(idle))
+            .or(theirs.filter(|_| alone))
+            .or(fewer)
+            .unwrap_or_else(|| (0..self.load.len()).find(idle).unwrap_or(r % self.load.len()))
+    }
+
+    fn is_working(&self, r: usize) -> bool {
+        self.working.iter().any(|&(w, _)| w == r)
+    }
+
+    fn stop(&mut self, r: usize) {
+        self.working.retain(|&(w, _)| w != r);
+        if let Some(place) = self.home[r] {
+            self.load[place] -= 1;
+        }
+        self.track();
+    }
+
+    fn uneven(&self) -> bool {
+        self.load.contains(&0) && self.load.iter().any(|&n| n > 1)
+    }
+
+    fn track(&mut self) {
+        self.uneven_since = if self.uneven() { Some(self.uneven_since.unwrap_or(self.now)) } else { None };
+    }
+
+    /// The first balancing since the places went uneven.
+    fn balancing(&self) -> Option<f64> {
+        let next = |t: f64| match self.interval {
+            0.0 => t,
+            every => ((t - self.phase) / every).ceil() * every + self.phase,
+        };
+        self.uneven_since.map(next)
+    }
+
+    /// The latest rank to start on the most crowded place moves to the first idle one.
+    fn rebalance(&mut self) {
+        let idle = self.load.iter().position(|&n| n == 0);
+        let crowded = (0..self.load.len()).max_by_key(|&p| (self.load[p], Reverse(p)));
+        if let (Some(idle), Some(crowded)) = (idle, crowded) {
+            let moved = self.working.iter().rev().map(|&(r, _)| r).find(|&r| self.home[r] == Some(crowded));
+            if let Some(r) = moved {
+                self.home[r] = Some(idle);
+                self.load[crowded] -= 1;
+                self.load[idle] += 1;
+            }
+        }
+        self.uneven_since = None;
+        self.track();
     }
 
     /// The rank whose work ends first, and when (the lowest rank on a tie).
@@ -97,20 +233,28 @@ enum State {
     Blocked,
 }
 
-/// The ranks in time order: the earliest of the next rank to begin an instruction and the next
-/// work to end is taken first, so the cores are shared among the ranks working at that moment.
-pub(super) fn run(m: &mut Machine, shared: Shared) {
+/// The ranks in time order: the earliest of the next balancing, the next work to end and the
+/// next rank to begin an instruction is taken first, so the cores are shared among the ranks
+/// working at that moment.
+fn run_at(m: &mut Machine, shared: Shared, phase: f64) {
     let ranks = m.ir.ranks.len();
     m.message_cpu = shared.message_cpu;
-    let mut cores = Cores { capacity: shared.capacity(), now: 0.0, working: Vec::new() };
+    let mut cores = Cores::new(shared, ranks, phase);
     let mut state = vec![State::Queued; ranks];
+    // When each rank's work last ended: one that starts work later has waited.
+    let mut stopped = vec![f64::NEG_INFINITY; ranks];
     let mut queue: BinaryHeap<Reverse<(Time, usize)>> = (0..ranks).map(|r| Reverse((Time(0.0), r))).collect();
     loop {
         let queued = queue.peek().map(|Reverse((t, r))| (t.0, *r));
         let ending = cores.next().filter(|&(t, _)| queued.is_none_or(|(u, _)| t <= u));
-        if let Some((t, r)) = ending {
+        let first = ending.or(queued).map_or(f64::INFINITY, |(t, _)| t);
+        if let Some(t) = cores.balancing().filter(|&t| t <= first) {
             cores.advance(t);
-            cores.working.retain(|&(w, _)| w != r);
+            cores.rebalance();
+        } else if let Some((t, r)) = ending {
+            cores.advance(t);
+            cores.stop(r);
+            stopped[r] = t;
             m.finish(r, t);
             state[r] = State::Queued;
             queue.push(Reverse((Time(t), r)));
@@ -119,10 +263,10 @@ pub(super) fn run(m: &mut Machine, shared: Shared) {
             cores.advance(t);
             state[r] = match state[r] {
                 State::Waiting(work) => {
-                    cores.working.push((r, work));
+                    cores.start(r, work, true, m.sender(r));
                     State::Working
                 }
-                _ => step(m, r, t, &mut cores, &mut queue),
+                _ => step(m, r, t, &mut cores, &mut queue, stopped[r]),
             };
         } else {
             break;
@@ -136,15 +280,20 @@ pub(super) fn run(m: &mut Machine, shared: Shared) {
     }
 }
 
-/// Rank `r` at time `now` runs what takes it no core time, up to its next work or wait.
+/// Rank `r` at time `now` runs what takes it no core time, up to its next work or wait; it
+/// wakes for that work where its last work ended before `now`, woken by the sender of the
+/// last message it received on the way.
 fn step(
     m: &mut Machine,
     r: usize,
     now: f64,
     cores: &mut Cores,
     queue: &mut BinaryHeap<Reverse<(Time, usize)>>,
+    stopped: f64,
 ) -> State {
+    let mut waker = None;
     while !m.done(r) {
+        waker = m.sender(r).or(waker);
         match m.begin(r) {
             Next::Blocked => return State::Blocked,
             Next::Work { at, work } if work > 0.0 && at > now => {
@@ -152,7 +301,7 @@ fn step(
                 return State::Waiting(work);
             }
             Next::Work { work, .. } if work > 0.0 => {
-                cores.working.push((r, work));
+                cores.start(r, work, now > stopped, waker);
                 return State::Working;
             }
             Next::Work { at: end, .. } | Next::Until(end) => {
@@ -165,4 +314,61 @@ fn step(
         }
     }
     State::Queued
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two cores, three ranks, balancings every 10 ms from 0.
+    fn two_cores() -> Cores {
+        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01 };
+        Cores::new(shared, 3, 0.0)
+    }
+
+    #[test]
+    fn a_waking_rank_joins_its_waker_working_alone_until_the_next_balancing() {
+        let mut c = two_cores();
+        c.advance(0.005);
+        c.start(0, 1.0, true, None);
+        c.start(1, 1.0, true, Some(0));
+        assert_eq!((c.home[1], c.load.clone()), (Some(0), vec![2, 0]));
+        // The two share one core while the other idles, until the balancing at 10 ms.
+        assert_eq!((c.rate(), c.balancing()), (0.5, Some(0.01)));
+        c.advance(0.01);
+        c.rebalance();
+        assert_eq!((c.home[1], c.load.clone(), c.rate(), c.balancing()), (Some(1), vec![1, 1], 1.0, None));
+    }
+
+    #[test]
+    fn a_rank_going_on_keeps_its_core_and_one_waking_takes_its_own_if_idle() {
+        let mut c = two_cores();
+        c.start(0, 1.0, true, None);
+        c.start(1, 1.0, true, Some(0));
+        c.rebalance();
+        c.stop(1);
+        // Rank 0 ends its work and goes on with more: it stays on core 0 with rank 2 there.
+        c.start(2, 1.0, true, Some(0));
+        c.stop(0);
+        c.start(0, 1.0, false, None);
+        assert_eq!((c.home[0], c.load.clone()), (Some(0), vec![2, 0]));
+        // Rank 1 wakes, its own core idle: it takes it, and the cores are even again.
+        c.start(1, 1.0, true, Some(2));
+        assert_eq!((c.home[1], c.load.clone(), c.balancing()), (Some(1), vec![2, 1], None));
+    }
+
+    #[test]
+    fn where_both_cores_are_crowded_a_waking_rank_takes_the_less_crowded() {
+        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01 };
+        let mut c = Cores::new(shared, 6, 0.0);
+        for (r, place) in [(0, 0), (1, 0), (5, 0), (2, 1), (3, 1), (4, 0)] {
+            c.home[r] = Some(place);
+        }
+        for r in [0, 1, 5, 2, 3] {
+            c.start(r, 1.0, false, None);
+        }
+        // Rank 4's core holds three, its waker's (rank 2, with rank 3) two.
+        c.start(4, 1.0, true, Some(2));
+        assert_eq!((c.home[4], c.load.clone()), (Some(1), vec![3, 3]));
+    }
 }

@@ -4,7 +4,8 @@
 //! optimizer step or a data-parallel reduction, running beside the rank's work until then). With durations this is the simulator's timeline; with none it is the
 //! validator's deadlock check. Linear in the number of instructions where every rank has a
 //! device of its own; where the ranks are processes sharing a host's cores (`Shared`), the
-//! ranks advance in time order and share the cores (`host.rs`).
+//! ranks advance in time order and share the cores as the host's scheduler places them, the
+//! step run at four phases of its balancings (`host.rs`).
 
 mod host;
 
@@ -236,6 +237,12 @@ impl<'a> Machine<'a> {
         Next::Until(done)
     }
 
+    /// The rank whose message rank `r`'s current instruction receives, if it is a receive.
+    fn sender(&self, r: usize) -> Option<usize> {
+        let i = self.ir.ranks[r].instructions.get(self.pc[r])?;
+        (i.op == Op::Recv).then_some(i.peer? as usize)
+    }
+
     /// Ends rank `r`'s current instruction at `end`; a send's message leaves then.
     fn finish(&mut self, r: usize, end: f64) {
         let (rank, pc) = (r as u32, self.pc[r]);
@@ -261,11 +268,11 @@ impl<'a> Machine<'a> {
 }
 
 pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
-    let mut m = Machine::new(ir, durations);
-    match durations.shared().filter(|s| s.contended(ir.ranks.len())) {
-        Some(shared) => host::run(&mut m, shared),
-        None => devices(&mut m),
+    if let Some(shared) = durations.shared().filter(|s| s.contended(ir.ranks.len())) {
+        return host::run(ir, durations, shared);
     }
+    let mut m = Machine::new(ir, durations);
+    devices(&mut m);
     m.timeline()
 }
 

@@ -1,0 +1,102 @@
+"""How long a CPU host's scheduler leaves one of its cores idle while another holds two processes
+that could run: the `device.balance_s` a profile records (docs/costs.md).
+
+Where a pipeline's ranks are more processes than the host has cores, a rank that wakes from a
+wait while the cores are busy is put behind a process on its own core or its waker's, and
+there it stays when another core goes idle a moment later: the idle core does not pull a
+process that has just run, and takes one only at the scheduler's next balancing (Linux's
+periodic load balance). The simulator shares a host's cores that way (src/ir/interpret/host.rs)
+and needs the interval between balancings.
+
+One trial: two processes spinning on core b, the measuring process on core a. The two are let
+run on either core, then the measuring process blocks, leaving core a idle; each spinner records
+when it first runs on a core other than b. The delay is uniform over the interval between
+balancings for a random phase, so the interval is twice the mean delay; the trials' block times
+step through a balancing interval's phases. Linux only (core affinity, `sched_getcpu`); no
+answer elsewhere or on one core.
+
+    python -m mpipec.torch.scheduler    prints the interval in milliseconds
+"""
+
+import ctypes
+import os
+import struct
+import sys
+import time
+
+TRIALS = 24
+# Long enough to see a move after any balancing interval Linux uses on a small host.
+WINDOW_S = 0.05
+SETTLE_S = 0.02
+# The block times step through this span, a balancing interval or more.
+PHASES_S = 0.016
+
+
+def _spin_until(t):
+    while time.perf_counter() < t:
+        pass
+
+
+def _spinner(getcpu, cores, start, move_at, out):
+    """Spin on core b until `start`, then anywhere until the window ends; write when this
+    process first ran elsewhere (or nothing, as -1)."""
+    a, b = cores
+    os.sched_setaffinity(0, {b})
+    _spin_until(start)
+    os.sched_setaffinity(0, {a, b})
+    moved, end = -1.0, time.perf_counter() + WINDOW_S + move_at
+    while time.perf_counter() < end:
+        if getcpu() != b:
+            moved = time.perf_counter()
+            break
+    os.write(out, struct.pack("d", moved))
+    os._exit(0)
+
+
+def _trial(getcpu, cores, phase):
+    """Seconds from core a's going idle until a process waiting on core b ran there."""
+    read, write = os.pipe()
+    now = time.perf_counter()
+    start = now + SETTLE_S
+    block = start + SETTLE_S + phase
+    children = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            _spinner(getcpu, cores, start, block - start, write)
+        children.append(pid)
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cores[0]})
+    try:
+        _spin_until(block)
+        idle_from = time.perf_counter()
+        for pid in children:
+            os.waitpid(pid, 0)
+    finally:
+        os.sched_setaffinity(0, mine)
+    moves = [struct.unpack("d", os.read(read, 8))[0] for _ in children]
+    os.close(read)
+    os.close(write)
+    seen = [t for t in moves if t >= 0]
+    return max(0.0, min(seen) - idle_from) if seen else WINDOW_S
+
+
+def balance_interval(trials=TRIALS):
+    """Seconds between the host's balancings of its cores, or None where it cannot be measured
+    (not Linux, fewer than two cores)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))[:2]
+        getcpu = ctypes.CDLL(None, use_errno=True).sched_getcpu
+    except (AttributeError, OSError):
+        return None
+    if len(cores) < 2:
+        return None
+    delays = [_trial(getcpu, cores, PHASES_S * i / trials) for i in range(trials)]
+    return 2.0 * sum(delays) / len(delays)
+
+
+if __name__ == "__main__":
+    interval = balance_interval()
+    if interval is None:
+        sys.exit("no balancing interval here: it needs Linux and two cores")
+    print(f"{interval * 1e3:.1f} ms")
