@@ -13,8 +13,8 @@
 //! left idle while another holds several processes takes one of them only at the scheduler's next
 //! balancing, every `balance` seconds (an idle core does not pull a process that has just run).
 //! The balancings' phase against the step is unknown: the step is run at four phases and the
-//! middle one kept, so that a step that happens to fall in step with the balancings is not
-//! what the simulator reports.
+//! second fastest of the four kept, so that a step that happens to fall in step with the
+//! balancings is not what the simulator reports.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
