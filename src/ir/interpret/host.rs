@@ -101,8 +101,6 @@ struct Cores {
     /// The balancings: every `interval` seconds from `phase`.
     interval: f64,
     phase: f64,
-    /// Since when a place has been idle while another holds several ranks.
-    uneven_since: Option<f64>,
 }
 
 impl Cores {
@@ -116,7 +114,6 @@ impl Cores {
             load: vec![0; (capacity.floor() as usize).max(1)],
             interval: shared.balance,
             phase,
-            uneven_since: None,
         }
     }
 
@@ -136,7 +133,6 @@ impl Cores {
         self.home[r] = Some(place);
         self.load[place] += 1;
         self.working.push((r, work));
-        self.track();
     }
 
     /// Where rank `r` wakes: its place or its waker's if idle, its waker's where the waker
@@ -166,24 +162,19 @@ impl Cores {
         if let Some(place) = self.home[r] {
             self.load[place] -= 1;
         }
-        self.track();
     }
 
     fn uneven(&self) -> bool {
         self.load.contains(&0) && self.load.iter().any(|&n| n > 1)
     }
 
-    fn track(&mut self) {
-        self.uneven_since = if self.uneven() { Some(self.uneven_since.unwrap_or(self.now)) } else { None };
-    }
-
-    /// The first balancing since the places went uneven.
+    /// The next balancing, while a place is idle and another holds several ranks.
     fn balancing(&self) -> Option<f64> {
-        let next = |t: f64| match self.interval {
-            0.0 => t,
-            every => ((t - self.phase) / every).ceil() * every + self.phase,
+        let next = match self.interval {
+            0.0 => self.now,
+            every => ((self.now - self.phase) / every).ceil() * every + self.phase,
         };
-        self.uneven_since.map(next)
+        self.uneven().then_some(next)
     }
 
     /// The latest rank to start on the most crowded place moves to the first idle one.
@@ -198,8 +189,6 @@ impl Cores {
                 self.load[idle] += 1;
             }
         }
-        self.uneven_since = None;
-        self.track();
     }
 
     /// The rank whose work ends first, and when (the lowest rank on a tie).
