@@ -61,6 +61,13 @@ pub struct Host {
     pub balance_s: f64,
 }
 
+impl Host {
+    /// How often the scheduler balances the cores, as the summaries say it, where measured.
+    pub fn balancing(&self) -> Option<String> {
+        (self.balance_s > 0.0).then(|| format!("every {:.1} ms", self.balance_s * 1e3))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelPart {
     pub name: String,

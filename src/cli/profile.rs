@@ -73,10 +73,7 @@ fn summary(p: &Profile) -> String {
     let mut lines =
         vec![format!("{} layer kinds: {}", p.layers.len(), p.layers.keys().cloned().collect::<Vec<_>>().join(", "))];
     if let Some(h) = p.host.filter(|_| p.device_type == "cpu") {
-        let balance = match h.balance_s {
-            0.0 => String::new(),
-            s => format!(", its scheduler balancing them every {:.1} ms", s * 1e3),
-        };
+        let balance = h.balancing().map_or(String::new(), |every| format!(", its scheduler balancing them {every}"));
         lines.push(format!(
             "host: {} cores, {} thread(s) a process{balance}; a plan's ranks share them in `sim`",
             h.cores, h.threads

@@ -112,10 +112,8 @@ impl Measured {
         }
         sort(p.runtime.is_some(), "the runtime's per-instruction costs".into());
         if let Some(s) = self.shared(plan.cluster.dp) {
-            let balanced = match s.balance {
-                0.0 => String::new(),
-                every => format!(", balanced every {:.1} ms", every * 1e3),
-            };
+            let balanced =
+                p.host.and_then(|h| h.balancing()).map_or(String::new(), |every| format!(", balanced {every}"));
             measured.push(format!("the ranks' processes sharing {} cores{balanced}", s.cores));
         }
         (measured, analytic)
