@@ -10,9 +10,10 @@ and needs the interval between balancings.
 
 One trial: two processes spinning on core b, the measuring process on core a. The two are let
 run on either core, then the measuring process blocks, leaving core a idle; each spinner records
-when it first runs on a core other than b. The delay is uniform over the interval between
-balancings for a random phase, so the interval is twice the mean delay; the trials' block times
-step through a balancing interval's phases. Linux only (core affinity, `sched_getcpu`); no
+when it first runs on a core other than b. The trials' block times step through a balancing
+interval's phases; the interval reported is twice the mean delay, the interval whose
+balancings at a random phase keep a core waiting as long on average (the delays themselves are
+not uniform: on the 2-core VM a third came at once and the rest after 6 to 12 ms). Linux only (core affinity, `sched_getcpu`); no
 answer elsewhere or on one core.
 
     python -m mpipec.torch.scheduler    prints the interval in milliseconds
