@@ -13,7 +13,8 @@ run on either core, then the measuring process blocks, leaving core a idle; each
 when it first runs on a core other than b. The trials' block times step through a balancing
 interval's phases; the interval reported is twice the mean delay, the interval whose
 balancings at a random phase keep a core waiting as long on average (the delays themselves are
-not uniform: on the 2-core VM a third came at once and the rest after 6 to 12 ms). Linux only (core affinity, `sched_getcpu`); no
+not uniform: on the 2-core VM about a third came within 0.1 ms and most of the rest after
+6 to 12 ms). Linux only (core affinity, `sched_getcpu`); no
 answer elsewhere or on one core.
 
     python -m mpipec.torch.scheduler    prints the interval in milliseconds
