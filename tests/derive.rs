@@ -4,6 +4,7 @@
 
 mod common;
 
+use mpipe::algebra::{Fill, Skeleton};
 use mpipe::ir::validate::Problem;
 use mpipe::ir::{Dir, Op, PlanIr};
 use mpipe::resolve::loader::MemoryLoader;
@@ -421,7 +422,7 @@ proptest! {
             // With owners by microbatch (the default) derive may run HyperParallel's prefix
             // form in place of the plan's own where it simulates faster (plan.txt's choices
             // say so): one whole-encoder stage then, whatever `chunks` asked.
-            let prefix_instead = ir.regions[0].skeleton == "transpose(prefix)";
+            let prefix_instead = ir.regions[0].skeleton == Skeleton::whole_transpose(Fill::Prefix).to_string();
             let asked = if prefix_instead { Some(1) } else { chunks };
             prop_assert!(n >= 1 && asked.is_none_or(|c| c as usize == n));
             prop_assert_eq!(enc_stages[0].layers[0], 0);
