@@ -49,6 +49,10 @@ fn fixture(family: &'static str) -> &'static Path {
 
 /// `mpipec train PLAN` on a family's fixture, with `args` and `--set`s, in its turn.
 fn train_plan(plan: &str, family: &'static str, args: &[&str], sets: &[&str]) -> Output {
+    train_with(plan, family, args, sets, &[])
+}
+
+fn train_with(plan: &str, family: &'static str, args: &[&str], sets: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = fixture(family);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpipec"));
     cmd.current_dir(root()).args(["train", plan, "--python", python(), "--model"]).arg(dir.join("model"));
@@ -57,7 +61,7 @@ fn train_plan(plan: &str, family: &'static str, args: &[&str], sets: &[&str]) ->
         cmd.args(["--set", s]);
     }
     let _turn = torch_turn();
-    cmd.env("MPIPE_TIMEOUT", "60").output().expect("running mpipec train")
+    cmd.envs(env.iter().copied()).env("MPIPE_TIMEOUT", "60").output().expect("running mpipec train")
 }
 
 fn train(family: &'static str, args: &[&str], sets: &[&str]) -> Output {
@@ -114,6 +118,21 @@ fn qwen_with_chunks_a_trainable_encoder_and_a_plan_per_batch_matches_one_process
     let summary =
         stdout.lines().find(|l| l.starts_with("per-batch plans: 4 steps, ")).unwrap_or_else(|| panic!("{stdout}"));
     assert!(!summary.contains(", 0 on their own plan"), "no step ran its batch's own plan: {summary}");
+}
+
+/// A run that ends well with a wrong first-step gradient (`MPIPE_FAIL_AT=1:0:wrong`) fails
+/// the check, after its float64 run (AdamW, the clip and the schedule in float64) has shown
+/// the tensor far off it.
+#[test]
+fn a_wrong_gradient_fails_the_check_against_float64_too() {
+    let sets = ["schedule=transpose, 1f1b", "batch.microbatches=2"];
+    let args = ["--procs", "2", "--steps", "2", "--check"];
+    let out = train_with(VLM, "llava", &args, &sets, &[("MPIPE_FAIL_AT", "1:0:wrong")]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("error: outside tolerance") && stderr.contains("worst step 0 "), "{stderr}");
+    let exact = stdout.lines().find(|l| l.contains("held to a float64 run")).unwrap_or_default();
+    assert!(exact.starts_with("1 tensor(s) past rel 1e-05 (worst step 0 "), "{stdout}");
 }
 
 /// Lookahead with a frozen encoder and a zbv body at P = 4: the run matches one process, and

@@ -293,8 +293,10 @@ fn a_failing_rank_ends_every_rank_with_its_error() {
     assert!(stderr.contains("the pipelined run failed"), "{stderr}");
 }
 
-/// A run that ends well with a wrong gradient fails the comparison; with `--profile` its
-/// measured and predicted steps are still printed, as its timings hold either way.
+/// A run that ends well with a wrong gradient fails the comparison, held to a float64 run
+/// too (past the fp32 tolerance it would pass were it as near that run as one fp32 process);
+/// with `--profile` its measured and predicted steps are still printed, as its timings hold
+/// either way.
 #[test]
 fn a_wrong_gradient_fails_and_still_reports_the_step() {
     let sets = ["schedule=1f1b".to_string(), "batch.microbatches=4".to_string()];
@@ -303,6 +305,8 @@ fn a_wrong_gradient_fails_and_still_reports_the_step() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("error: outside tolerance"), "{stderr}");
+    let exact = stdout.lines().find(|l| l.contains("held to a float64 run")).unwrap_or_default();
+    assert!(exact.starts_with("1 tensor(s) past rel 1e-05 (worst step 0 "), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("profile (") && l.contains("measured step")), "{stdout}");
 }
 

@@ -1,6 +1,7 @@
 """The comparison `mpipec verify` runs: the plan in P processes (gloo, CPU) and the same
 microbatches in one process without pipelining; loss, every gradient at each step and every
-parameter after the last must agree (fp32: relative 1e-5 per tensor).
+parameter after the last must agree (fp32: relative 1e-5 per tensor, or past it as near a
+float64 run as the fp32 one is).
 
     python -m mpipec.torch.verify --cases DIR [DIR ...]
 
@@ -39,14 +40,25 @@ from .actions import load_plan  # noqa: E402
 # bias, which softmax ignores) is measured against its neighbours' scale, not its own noise.
 TOLERANCE = 1e-5
 FLOOR = 1e-5
+# Past TOLERANCE a tensor can still be right: two fp32 sums in different orders differ by their
+# round-off, and where the terms cancel (a LayerNorm weight's gradient summed over every token)
+# that is large against the sum. Such a tensor is held to a float64 run of the same steps: the
+# pipelined one must be no farther from it (root mean square) than EXACT_MULTIPLE times the fp32
+# process is, the rule torch's own accuracy checks apply against an fp64 reference.
+EXACT_MULTIPLE = 3.0
 # A process's progress once it has run every step.
 DONE = -2
 
 
-def reference(plan, adapter, config, steps):
-    """The same microbatches in one process, without pipelining."""
+def in_dtype(batch, dtype):
+    """`batch` with its floating-point tensors in `dtype` (token ids and sizes as they are)."""
+    return {k: v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
+
+
+def reference(plan, adapter, config, steps, dtype=torch.float32):
+    """The same microbatches in one process, without pipelining, computed in `dtype`."""
     layers = sum((s["layers"][1] - s["layers"][0]) for s in plan["stages"])
-    model = adapter.build(range(0, layers), config["kinds"], config)
+    model = adapter.build(range(0, layers), config["kinds"], config).to(dtype)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
     # Every replica's microbatches, each weighted as the dp average weighs it.
@@ -55,7 +67,7 @@ def reference(plan, adapter, config, steps):
     for step in range(steps):
         total = 0.0
         for mb in range(m):
-            b = adapter.batch(mb, step, config)
+            b = in_dtype(adapter.batch(mb, step, config), dtype)
             loss = adapter.loss(model(None, b), b) / m
             if params:
                 loss.backward()
@@ -67,6 +79,15 @@ def reference(plan, adapter, config, steps):
             opt.zero_grad(set_to_none=True)
     out["params"] = {n: p.detach().clone() for n, p in model.named_parameters()}
     return out
+
+
+def injected(rank):
+    """MPIPE_FAIL_AT=RANK:INSTRUCTION[:MODE] where it names process `rank`: (instruction, mode)."""
+    fail = os.environ.get("MPIPE_FAIL_AT")
+    if not fail or int(fail.split(":")[0]) != rank:
+        return None
+    at, mode = (fail.split(":") + ["raise"])[1:3]
+    return int(at), mode
 
 
 def inject_failure(mode):
@@ -88,18 +109,15 @@ def make_wrong(record):
         grads[name] = grads[name] + 1e-3 * (1.0 + grads[name].abs().max())
 
 
-def _worker(rank, world, rendezvous, plan, config, steps, out_dir, fail, progress):
+def _worker(rank, world, rendezvous, plan, config, steps, out_dir, progress):
     torch.manual_seed(0)
     device = devices.init("gloo", f"file://{rendezvous}", rank, world)
-    fail_at, wrong = None, False
-    if fail and int(fail.split(":")[0]) == rank:
-        at, mode = (fail.split(":") + ["raise"])[1:3]
-        wrong = mode == "wrong"
-        fail_at = None if wrong else (int(at), mode)
+    fail_at = injected(rank)
+    wrong = fail_at is not None and fail_at[1] == "wrong"
 
     def on_action(step, k, action):
         progress[2 * rank], progress[2 * rank + 1] = step, k
-        if fail_at is not None and step == 0 and fail_at[0] == k:
+        if fail_at is not None and not wrong and step == 0 and fail_at[0] == k:
             inject_failure(fail_at[1])
 
     try:
@@ -149,7 +167,7 @@ def run_pipelined(plan, config, steps, out_dir):
     progress = multiprocessing.Array("q", [-1] * 2 * world, lock=False)
     try:
         # fork, not spawn: the children inherit the imported, started torch (and `progress`)
-        args = (world, rendezvous, plan, config, steps, out_dir, os.environ.get("MPIPE_FAIL_AT"), progress)
+        args = (world, rendezvous, plan, config, steps, out_dir, progress)
         mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
     except Exception as e:
         notes = unfinished(plan, progress, "adaptive" in config)
@@ -174,32 +192,78 @@ def largest(tensors):
     return max((float(t.abs().max()) for t in tensors if t.numel()), default=0.0)
 
 
+def at(record, path):
+    """The value at `path` of a run's record, as a tensor: ("losses", step), ("grads", step,
+    name) or ("params", name)."""
+    x = record
+    for key in path:
+        x = x[key]
+    return x if torch.is_tensor(x) else torch.tensor([x], dtype=torch.float64)
+
+
+def rms(t):
+    return float(t.double().square().mean().sqrt()) if t.numel() else 0.0
+
+
 class Worst:
-    """The largest relative difference of each kind (loss, grad, param) and where it is."""
+    """The largest relative difference of each kind (loss, grad, param) and where it is, and
+    every tensor past TOLERANCE, which `settle` holds to a float64 run."""
 
     def __init__(self):
         self.of = {kind: (0.0, 0.0, "") for kind in ("loss", "grad", "param")}
+        self.past = []
 
-    def compare(self, kind, name, a, b, scale=0.0):
-        """Records a against the reference b; `scale`: the largest entry of b's kind (FLOOR of
-        it is the least b's own largest entry counts as)."""
+    def compare(self, kind, name, a, b, path, scale=0.0):
+        """Records a against the reference b, found at `path` of a run's record; `scale`: the
+        largest entry of b's kind (FLOOR of it is the least b's own largest entry counts as)."""
         diff = float((a - b).abs().max()) if a.numel() else 0.0
         bound = max(largest([b]), FLOOR * scale)
         rel = diff / bound if bound > 0 else (0.0 if diff == 0 else math.inf)
         if rel >= self.of[kind][1]:
             self.of[kind] = (diff, rel, name)
+        if rel > TOLERANCE:
+            self.past.append((name, a, b, path))
 
     def worst(self):
         """(relative difference, where) of the worst tensor of any kind."""
         kind = max(self.of, key=lambda k: self.of[k][1])
         return self.of[kind][1], self.of[kind][2]
 
+    def settle(self, exact):
+        """(how many times farther from `exact`, the float64 run's record, the pipelined tensor
+        is than the fp32 process's, where) for the worst tensor past TOLERANCE."""
+        ratio, where = 0.0, ""
+        for name, a, b, path in self.past:
+            x = at(exact, path)
+            ours, theirs = rms(a.double() - x), rms(b.double() - x)
+            r = ours / theirs if theirs > 0 else (0.0 if ours == 0 else math.inf)
+            if r >= ratio:
+                ratio, where = r, name
+        return ratio, where
+
+
+def verdict(worst, exact, what):
+    """None when the pipelined run passes the check, else the error line. `exact()` runs the
+    same steps in float64, called only when a tensor is past TOLERANCE of the fp32 process;
+    `what`: the kinds compared, as the error names them."""
+    rel, where = worst.worst()
+    if not worst.past:
+        return None
+    ratio, far = worst.settle(exact())
+    times = f"{ratio:.2f} times as far from it as" if math.isfinite(ratio) else "off it where it is matched exactly by"
+    print(f"{len(worst.past)} tensor(s) past rel {TOLERANCE:g} (worst {where}: {rel:.3e}), held to a float64 run of the "
+          f"same steps: at most {times} the single process ({far}; {EXACT_MULTIPLE:g} times allowed)")
+    if ratio <= EXACT_MULTIPLE:
+        return None
+    return (f"error: outside tolerance (fp32: rel {TOLERANCE:g} on {what}, or past it within {EXACT_MULTIPLE:g} times "
+            f"the single process's distance from float64): worst {far}")
+
 
 def compare_steps(ranks, ref, steps, worst):
     """Each step's loss and gradients, printed; an error line when a gradient is missing."""
     for step in range(steps):
         pipe_loss = sum(r["losses"][step] for r in ranks if r["losses"][step] is not None)
-        worst.compare("loss", f"step {step}", torch.tensor([pipe_loss]), torch.tensor([ref["losses"][step]]))
+        worst.compare("loss", f"step {step}", torch.tensor([pipe_loss]), torch.tensor([ref["losses"][step]]), ("losses", step))
         merged = {}
         for r in ranks:
             merged.update(r["grads"][step])
@@ -208,7 +272,7 @@ def compare_steps(ranks, ref, steps, worst):
             return f"error: step {step}: no pipelined gradient for {sorted(missing)[:3]}"
         scale = largest(ref["grads"][step].values())
         for name, g in ref["grads"][step].items():
-            worst.compare("grad", f"step {step} {name}", merged[name], g, scale)
+            worst.compare("grad", f"step {step} {name}", merged[name], g, ("grads", step, name), scale)
         d, rel, name = worst.of["grad"]
         print(f"step {step}: loss {pipe_loss:.6f} (single process {ref['losses'][step]:.6f}); worst gradient {name}: abs {d:.3e}, rel {rel:.3e}")
     return None
@@ -255,15 +319,15 @@ def verify(plan, config, steps, out_dir, profile=False):
         params.update(r["params"])
     scale = largest(ref["params"].values())
     for name, p in ref["params"].items():
-        worst.compare("param", name, params[name], p, scale)
+        worst.compare("param", name, params[name], p, ("params", name), scale)
     for kind, (d, rel, name) in worst.of.items():
         print(f"max {kind} difference: abs {d:.3e}, rel {rel:.3e} ({name})")
     # The run's timings hold whatever its numbers: they are reported either way.
     if profile:
         write_profile(ranks, out_dir)
-    rel, where = worst.worst()
-    if rel > TOLERANCE:
-        print(f"error: outside tolerance (fp32: rel {TOLERANCE:g} on loss, gradients and parameters): worst {where}", file=sys.stderr)
+    failed = verdict(worst, lambda: reference(plan, adapter, config, steps, torch.float64), "loss, gradients and parameters")
+    if failed:
+        print(failed, file=sys.stderr)
         return 1
     print("ok: loss, gradients and parameters match the single-process run")
     return 0
