@@ -1,7 +1,7 @@
 """The check `mpipec verify` and `mpipec train --check` apply (mpipec.torch.verify): a tensor
 within rel 1e-5 of the fp32 process passes without more; past it, it passes only if it is as
-near a float64 run of the same steps as the fp32 process is (within EXACT_MULTIPLE), and the
-float64 run is made only then. The float64 reference runs both adapters (the miniature and
+near a float64 run of the same steps as the fp32 process is (within a multiple that grows as
+the tensor shrinks), and the float64 run is made only then. The float64 reference runs both adapters (the miniature and
 transformers' families) in float64 end to end.
 
     python -m unittest discover -s tests/python -p test_verify.py
@@ -76,6 +76,18 @@ class Rule(unittest.TestCase):
         g = torch.tensor([1.0])
         failed, _ = judged(record(g, loss=1.001), record(g, loss=1.0), record(g.double(), loss=1.0))
         self.assertIn("worst step 0", failed)
+
+    def test_the_multiple_allowed_grows_as_the_tensor_shrinks(self):
+        # Four times the fp32 process's distance: within what a 16-entry LayerNorm weight may
+        # be (one rms over few entries is a noisy draw), not what a 1024-entry one may.
+        for n, ok in ((16, True), (1024, False)):
+            with self.subTest(entries=n):
+                exact = torch.linspace(1e-3, 3e-3, n, dtype=torch.float64)
+                off = torch.full((n,), 1e-8, dtype=torch.float64)
+                single, pipelined = (exact + off).float(), (exact - 4 * off).float()
+                failed, asked = judged(record(pipelined), record(single), record(exact))
+                self.assertTrue(asked)
+                self.assertEqual(failed is None, ok, failed)
 
     def test_past_tolerance_where_the_fp32_process_is_exact_fails(self):
         failed, _ = judged(record(OTHER_ORDER), record(EXACT.float()), record(EXACT.float().double()))
