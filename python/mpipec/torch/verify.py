@@ -54,6 +54,8 @@ EXACT_MULTIPLES = ((10, 10.0), (500, 8.0), (math.inf, 3.0))
 def exact_multiple(numel):
     """How many times the fp32 process's distance from float64 a tensor of `numel` entries may be."""
     return next(m for n, m in EXACT_MULTIPLES if numel <= n)
+
+
 # A process's progress once it has run every step.
 DONE = -2
 
@@ -265,8 +267,9 @@ def verdict(worst, exact, what):
           f"same steps: at most {times} the single process ({far}; {allowed:g} times allowed at its size)")
     if ratio <= allowed:
         return None
-    return (f"error: outside tolerance (fp32: rel {TOLERANCE:g} on {what}, or past it within 3 to 10 times the single "
-            f"process's distance from float64, by the tensor's size): worst {far}")
+    least, most = min(m for _, m in EXACT_MULTIPLES), max(m for _, m in EXACT_MULTIPLES)
+    return (f"error: outside tolerance (fp32: rel {TOLERANCE:g} on {what}, or past it within {least:g} to {most:g} times "
+            f"the single process's distance from float64, by the tensor's size): worst {far}")
 
 
 def compare_steps(ranks, ref, steps, worst):
