@@ -303,8 +303,7 @@ def _named(ex, plan, pp_rank):
 def reference(a, run, model, adapter, batches, dtype=torch.float32):
     """The same steps in one process: the whole model as one stage, every replica's
     microbatches, the same clipping, optimizer and schedule, computed in `dtype`."""
-    from .torch import hf
-    from .torch.verify import in_dtype
+    from .torch import devices, hf
 
     whole = hf.Stage(range(len(run.kinds)), run.kinds, adapter, model=model).to(dtype)
     params = [p for p in whole.parameters() if p.requires_grad]
@@ -316,7 +315,7 @@ def reference(a, run, model, adapter, batches, dtype=torch.float32):
     for step in range(a.steps):
         total, batch = 0.0, source.of(step, 0)
         for mb in range(m):
-            b = in_dtype(batch(mb), dtype)
+            b = devices.batch_to(batch(mb), dtype=dtype)
             loss = hf.loss(whole(None, b), b) / m
             loss.backward()
             total += float(loss.detach())

@@ -29,6 +29,13 @@ def _npu_present():
     return torch.npu.is_available()
 
 
+def batch_to(batch, device=None, dtype=None):
+    """`batch` with its tensors on `device` and its floating-point ones in `dtype` (None: where
+    and as they are); token ids and sizes keep their integer type."""
+    return {k: v.to(device=device, dtype=dtype if v.is_floating_point() else None) if torch.is_tensor(v) else v
+            for k, v in batch.items()}
+
+
 def default_backend():
     """``MPIPEC_BACKEND`` if set, else nccl where CUDA is present, hccl where torch_npu finds an
     NPU, gloo otherwise."""

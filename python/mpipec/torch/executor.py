@@ -34,6 +34,7 @@ import torch.distributed as dist
 from . import wire
 from .actions import Action, Dir, Group, Op, PlanError, load_plan, rank_actions, replicated, stage_ids
 from .checks import check_modules
+from .devices import batch_to
 
 
 # Per-batch plans whose lists an executor keeps decoded (an adaptive run's recent batch shapes).
@@ -113,7 +114,7 @@ def _batches(source, device):
 
     def batch(mb):
         if mb not in cache:
-            cache[mb] = {k: v.to(device) if torch.is_tensor(v) else v for k, v in get(mb).items()}
+            cache[mb] = batch_to(get(mb), device)
         return cache[mb]
 
     return batch

@@ -107,10 +107,6 @@ def fit(points):
 # ---- layer kinds, one process ---------------------------------------------------------------
 
 
-def _to(batch, device):
-    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
 def measure_layer(module, x, batch, last, loss_fn, microbatches, time_of, lr):
     """The numbers of one layer on input `x` (None on the model's first layer); `time_of` times
     a run as `timed` does."""
@@ -183,7 +179,7 @@ def measure_kinds(plan, config, kinds, device):
     time_of = lambda run: timed(sync, run, clock=clock)
     at = {layer: kind for kind, layer in kinds.items()}
     count = max(s["layers"][1] for s in plan["stages"])
-    batch = _to(adapter.batch(0, 0, config), device)
+    batch = devices.batch_to(adapter.batch(0, 0, config), device)
     x, out = None, {}
     for layer in range(max(at) + 1):
         module = adapter.build(range(layer, layer + 1), config["kinds"], config).to(device)

@@ -60,11 +60,6 @@ def exact_multiple(numel):
 DONE = -2
 
 
-def in_dtype(batch, dtype):
-    """`batch` with its floating-point tensors in `dtype` (token ids and sizes as they are)."""
-    return {k: v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
-
-
 def reference(plan, adapter, config, steps, dtype=torch.float32):
     """The same microbatches in one process, without pipelining, computed in `dtype`."""
     layers = sum((s["layers"][1] - s["layers"][0]) for s in plan["stages"])
@@ -77,7 +72,7 @@ def reference(plan, adapter, config, steps, dtype=torch.float32):
     for step in range(steps):
         total = 0.0
         for mb in range(m):
-            b = in_dtype(adapter.batch(mb, step, config), dtype)
+            b = devices.batch_to(adapter.batch(mb, step, config), dtype=dtype)
             loss = adapter.loss(model(None, b), b) / m
             if params:
                 loss.backward()
@@ -258,9 +253,9 @@ def verdict(worst, exact, what):
     """None when the pipelined run passes the check, else the error line. `exact()` runs the
     same steps in float64, called only when a tensor is past TOLERANCE of the fp32 process;
     `what`: the kinds compared, as the error names them."""
-    rel, where = worst.worst()
     if not worst.past:
         return None
+    rel, where = worst.worst()
     ratio, allowed, far = worst.settle(exact())
     times = f"{ratio:.2f} times as far from it as" if math.isfinite(ratio) else "off it where it is matched exactly by"
     print(f"{len(worst.past)} tensor(s) past rel {TOLERANCE:g} (worst {where}: {rel:.3e}), held to a float64 run of the "
