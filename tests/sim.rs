@@ -371,13 +371,19 @@ fn shared_1f1b(host: &str, dp: u32) -> f64 {
 /// α `alpha`, its bandwidth unbounded, and `message_cpu` seconds of the other threads' CPU a
 /// message received.
 fn profiled_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu: f64) -> f64 {
+    delivered_1f1b(host, dp, grad_bytes, alpha, message_cpu, 0.0)
+}
+
+/// [`profiled_1f1b`] with each message delivered `delivery` seconds after its send (the
+/// profile's point-to-point α).
+fn delivered_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu: f64, delivery: f64) -> f64 {
     let layer = format!(
         r#"{{"forward_s": 1, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": 2, "optimizer_s": 0, "output_bytes": 0, "grad_bytes": {grad_bytes}}}"#
     );
     let layers = format!(r#"{{"lm:first": {layer}, "lm": {layer}, "lm:last": {layer}}}"#);
     let extra = format!(
         r#", "runtime": {{"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0, "message_cpu_s": {message_cpu}}},
- "p2p": {{"alpha_s": 0, "beta_bytes_per_s": 1e9}}, "all_reduce": {{"dp": {{"alpha_s": {alpha}, "beta_bytes_per_s": 1e30}}}}"#
+ "p2p": {{"alpha_s": {delivery}, "beta_bytes_per_s": 1e30}}, "all_reduce": {{"dp": {{"alpha_s": {alpha}, "beta_bytes_per_s": 1e30}}}}"#
     );
     let profile = host_profile(&layers, host, &extra).replace(r#""layers": 2"#, r#""layers": 3"#);
     let plan = unit_plan(3, 3, "1f1b", 1, None)
@@ -453,6 +459,20 @@ fn on_shared_cores_a_message_received_costs_its_threads_cpu() {
     assert!(close(one_core, 27.0 + 12.0 * 0.5), "{one_core}");
     let core_each = profiled_1f1b(r#", "cores": 3, "threads": 1"#, 1, 0.0, 0.0, 0.5);
     assert!(close(core_each, 15.0), "{core_each}");
+}
+
+/// A message's delivery to a rank waiting for it is counted once. With a core each the rank
+/// waits for it: by hand the step's critical path is F0 on ranks 0, 1 and 2, B0 on ranks 2
+/// and 1, F2 on rank 1, F2 and B2 on rank 2, B2 on ranks 1 and 0 (3 · 1 + 2 · 2 + 1 + 1 +
+/// 3 · 2 = 15 s) with six deliveries of 0.25 s between them. Where the ranks share
+/// one core the receive is charged the receiving threads' 0.5 s, which the delivery's 0.25 s
+/// is part of: the step stays 27 + 12 · 0.5 s.
+#[test]
+fn a_message_is_delivered_once() {
+    let core_each = delivered_1f1b(r#", "cores": 3, "threads": 1"#, 1, 0.0, 0.0, 0.5, 0.25);
+    assert!(close(core_each, 15.0 + 6.0 * 0.25), "{core_each}");
+    let one_core = delivered_1f1b(r#", "cores": 1, "threads": 1"#, 1, 0.0, 0.0, 0.5, 0.25);
+    assert!(close(one_core, 27.0 + 12.0 * 0.5), "{one_core}");
 }
 
 /// A profile names its host's cores and threads together, whole numbers above 0, and the

@@ -80,7 +80,11 @@ fn summary(p: &Profile) -> String {
         ));
     }
     if let Some(l) = &p.p2p {
-        lines.push(format!("point-to-point: {} + n / {:.2} GB/s", us(l.alpha_s), l.beta_bytes_per_s / 1e9));
+        lines.push(format!(
+            "point-to-point: a message delivered to a waiting rank in {} + n / {:.2} GB/s",
+            us(l.alpha_s),
+            l.beta_bytes_per_s / 1e9
+        ));
     }
     for (group, l) in &p.all_reduce {
         lines.push(format!(

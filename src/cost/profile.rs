@@ -17,23 +17,35 @@ pub struct Measured {
     pub profile: Arc<Profile>,
     /// Per global layer: its kind's numbers, when the profile has them.
     layers: Vec<Option<LayerProfile>>,
+    /// The core time each receive is charged on this plan's host beyond its instruction (the
+    /// receiving threads' CPU, where the ranks contend for the cores; else 0).
+    receive_work: f64,
 }
 
 impl Measured {
     pub fn new(profile: Arc<Profile>, plan: &Plan) -> Measured {
         let layers =
             plan.model.layer_kinds(profile.miniature()).iter().map(|k| profile.layers.get(k).copied()).collect();
-        Measured { profile, layers }
+        let mut measured = Measured { profile, layers, receive_work: 0.0 };
+        measured.receive_work = measured
+            .shared(plan.cluster.dp)
+            .filter(|s| s.contended(plan.cluster.pp as usize))
+            .map_or(0.0, |s| s.message_cpu);
+        measured
     }
 
     pub fn layer(&self, layer: u64) -> Option<&LayerProfile> {
         self.layers.get(layer as usize).and_then(Option::as_ref)
     }
 
-    /// A message of `share` of the output of `last`, the stage's last layer: α + n/β.
+    /// A message of `share` of the output of `last`, the stage's last layer: α + n/β. The
+    /// profile's α is a message's delivery to a rank waiting for it, the receiving threads woken
+    /// in turn; where the ranks contend for the cores the receive is charged those threads'
+    /// work (`receive_work`) once the message is there, so the flight is what the delivery
+    /// takes beyond it: counted once.
     pub fn transfer(&self, last: u64, share: f64) -> Option<f64> {
         let (p2p, layer) = (self.profile.p2p?, self.layer(last)?);
-        Some(p2p.alpha_s + layer.output_bytes * share / p2p.beta_bytes_per_s)
+        Some((p2p.alpha_s - self.receive_work).max(0.0) + layer.output_bytes * share / p2p.beta_bytes_per_s)
     }
 
     /// The runtime's reduction of the gradients of `layers` over a ring of `k` ranks of

@@ -159,7 +159,7 @@ class Executor:
         check_modules(self.plan, self.rank, self.modules, self.groups, layer_shapes)
         self.mailbox = {}
         # On gloo each peer's messages of a step are received by a thread of their own as they
-        # come (an _Inbox): gloo moves a tensor only once its receive is posted, so a receive
+        # come (an Inbox): gloo moves a tensor only once its receive is posted, so a receive
         # posted when the instruction runs would wait for the sender's side to be scheduled
         # again. NCCL runs a pair's sends and receives on one stream: a receive posted ahead
         # would hold back this rank's sends to that peer.
@@ -206,7 +206,7 @@ class Executor:
             self.carried, self.carried_by = self._encode_ahead_all(lists.prologue, batch), lists
         self.handed_over.append(self._hand_over(st))
         if self.inboxes_on:
-            self.inboxes = {peer: _Inbox(peer, n, self.device) for peer, n in lists.expected.items()}
+            self.inboxes = {peer: Inbox(peer, n, self.device) for peer, n in lists.expected.items()}
         st.acts = dict(self.carried)
         durations, cpu = [], []
         self.timings.append(durations)
@@ -516,7 +516,7 @@ class _Bucket:
             g.copy_(reduced)
 
 
-class _Inbox:
+class Inbox:
     """One step's messages from one gloo peer, received on a thread as they come: the next
     message's receive is always posted (a small tensor comes inside it, `wire`), a larger
     tensor's receive at once once its header is in. gloo moves a message only once its receive

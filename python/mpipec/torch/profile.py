@@ -10,8 +10,9 @@ what the profile says of the model and shapes). This writes DIR/profile.json:
 - per layer kind, one layer run alone at the plan's shapes: forward, backward-input,
   backward-weight and the fused backward (the fewest seconds of timed repeats), the optimizer
   step over its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
-- point-to-point latency and bandwidth between two ranks, messages sent as the executor sends
-  them (a header, then the tensor), fitted to t = α + n/β;
+- point-to-point latency and bandwidth between two ranks: messages sent as the executor sends
+  them to a rank waiting as the executor waits, timed from the send's posting to the tensor
+  in the receiver's hands, fitted to t = α + n/β;
 - all-reduce over the plan's pipeline group (and data-parallel group, with dp) at a few sizes,
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
 - the runtime's per-instruction costs: the plan run for a few steps by the executor, every
@@ -47,15 +48,17 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from . import adapter as adapters  # noqa: E402
-from . import devices, launch, scheduler, wire  # noqa: E402
+from . import devices, executor, launch, scheduler, wire  # noqa: E402
 from .actions import Dir, load_plan  # noqa: E402
 
-# Timed repeats per measurement (after one untimed), and the message sizes of the fits. A
-# message is a wait of two processes, which the wall clock times: on a host other work keeps
-# busy, one of them often waits for a core to be woken on, so messages take the fewest seconds
-# of many more repeats (they are short), the round trip that found both cores free.
+# Timed repeats per layer measurement (after one untimed) and per all-reduce size (a
+# collective is short and waits on every member, so many more); the messages timed one way
+# per size, and how long their sender waits after the barrier before it sends (longer than
+# the barrier's own skew, so the receiver waits for the message); the sizes of the fits.
 REPEATS = 7
 MESSAGE_REPEATS = 60
+DELIVERY_REPEATS = 30
+SENDER_DELAY_S = 0.002
 P2P_ELEMENTS = (16, 4096, 262144)
 REDUCE_ELEMENTS = (16, 16384, 262144)
 
@@ -197,42 +200,45 @@ def measure_kinds(plan, config, kinds, device):
 # ---- the ranks: links, collectives and the runtime ------------------------------------------
 
 
-def _message(t, peer, inline):
-    """A tensor sent as the executor sends it (`wire`), one batch."""
-    for work in dist.batch_isend_irecv(wire.sends(Dir.ACT, 0, 0, t, peer, inline)):
-        work.wait()
-
-
-def p2p(rank, device, sync):
-    """Per message size between ranks 0 and 1: (bytes, one-way seconds (half a round trip),
-    and on a CPU the seconds of this rank's CPU a round trip takes, else None)."""
+def deliveries(rank, device, sync):
+    """Per message size, (bytes, the seconds from rank 0's send posted to its tensor in rank 1's
+    hands) over `DELIVERY_REPEATS` messages: each sent as the executor sends it (`wire`, one
+    batch) to a rank waiting for it as the executor waits (its receiving thread, `Inbox`, on
+    gloo), a few milliseconds after both left a barrier, so the receiver is blocked. What the
+    plan's critical path pays for a message, which an idle round trip does not show: on a
+    2-core VM half the fewest seconds of a round trip, less both ranks' CPU, gave 0 to 17 µs,
+    while a run's waiting ranks got their messages 0.2 to 0.6 ms after the send was posted
+    (three threads woken in turn: gloo's, the receiving thread, the rank's own). The two ranks' times are of the host's
+    monotonic clock (`time.perf_counter`), which the ranks, processes of this machine, share.
+    Other ranks only join the barriers."""
     points, inline = [], wire.inline_here()
     for n in P2P_ELEMENTS:
-        t = torch.ones(n, device=device)
-
-        def round_trip():
+        t, stamps = torch.ones(n, device=device), []
+        inbox = executor.Inbox(0, DELIVERY_REPEATS + 1, device) if rank == 1 and inline else None
+        for _ in range(DELIVERY_REPEATS + 1):
+            dist.barrier()
             if rank == 0:
-                _message(t, 1, inline)
-                wire.receive(1, device, inline)
+                time.sleep(SENDER_DELAY_S)
+                works = dist.batch_isend_irecv(wire.sends(Dir.ACT, 0, 0, t, 1, inline))
+                sync()
+                stamps.append(time.perf_counter())
+                for work in works:
+                    work.wait()
             elif rank == 1:
-                wire.receive(0, device, inline)
-                _message(t, 0, inline)
-
-        dist.barrier()
-        seconds = timed(sync, lambda: round_trip, MESSAGE_REPEATS)
-        cpu = timed(sync, lambda: round_trip, clock=time.thread_time) if device.type == "cpu" else None
-        points.append((n * t.element_size(), seconds / 2, cpu))
+                inbox.next() if inbox is not None else wire.receive(0, device, inline)
+                sync()
+                stamps.append(time.perf_counter())
+        if inbox is not None:
+            inbox.join()
+        points.append((n * t.element_size(), stamps[1:]))
     return points
 
 
-def flights(first, second):
-    """(bytes, seconds in flight) from both ranks' `p2p` points. On a CPU the simulator charges
-    what a send and a receive cost the rank's CPU to the instructions (`send_s`, `recv_s`), so
-    the flight is the rest: one way is half the round trip less half what both ranks' CPUs
-    spent on it (each one send and one receive)."""
-    if second is None or first[0][2] is None:
-        return [(n, t) for n, t, _ in first]
-    return [(n, max(t - (a + b) / 2, 0.0)) for (n, t, a), (_, _, b) in zip(first, second)]
+def flights(sent, received):
+    """(bytes, seconds) per size from rank 0's and rank 1's `deliveries`: the median delivery,
+    as a step's time is its median step's."""
+    return [(n, statistics.median(b - a for a, b in zip(posted, got)))
+            for (n, posted), (_, got) in zip(sent, received)]
 
 
 def all_reduce(group, device, sync):
@@ -257,7 +263,7 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
     sync = synchronizer(device)
     try:
         groups = devices.groups(plan)
-        result = {"p2p": p2p(rank, device, sync) if world > 1 else []}
+        result = {"p2p": deliveries(rank, device, sync) if world > 1 else []}
         result["pp"] = all_reduce(groups.pp, device, sync) if plan["pipeline"]["ranks"] > 1 else []
         result["dp"] = all_reduce(groups.dp, device, sync) if groups.dp is not None else []
         record = {}
@@ -488,9 +494,9 @@ def profile(run_dir, backend=None):
         layers=layers,
         runtime=runtime,
     )
-    by_rank = {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
-    if by_rank.get(0, {}).get("p2p"):
-        out["p2p"] = alpha_beta_p2p(flights(by_rank[0]["p2p"], by_rank.get(1, {}).get("p2p")))
+    # `deliveries` sends from the process of global rank 0 to that of rank 1.
+    if len(ranks) > 1:
+        out["p2p"] = alpha_beta_p2p(flights(ranks[0]["p2p"], ranks[1]["p2p"]))
     all_reduce_fits = {}
     for group, k in (("pp", plan["pipeline"]["ranks"]), ("dp", plan["pipeline"]["dp"])):
         timed_lists = [r[group] for r in ranks if r[group]]
