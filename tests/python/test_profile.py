@@ -128,16 +128,18 @@ class Deliveries(unittest.TestCase):
     def test_each_message_is_timed_from_its_posting_to_the_waiting_rank(self):
         with tempfile.TemporaryDirectory() as scratch:
             out = os.path.join(scratch, "points")
+            # Spawned, not forked: a process forked from this one, which earlier tests ran a
+            # process group of its own in, inherits that group's gloo state, and its barriers hung.
             mp.start_processes(_deliver, args=(os.path.join(scratch, "rendezvous"), out), nprocs=2,
-                               start_method="fork")
+                               start_method="spawn")
             sent, received = (torch.load(f"{out}.{r}", weights_only=False) for r in (0, 1))
         sizes = [n * 4 for n in profile.P2P_ELEMENTS]
         self.assertEqual([n for n, _ in sent], sizes)
         for (_, posted), (_, got) in zip(sent, received):
             self.assertEqual((len(posted), len(got)), (profile.DELIVERY_REPEATS,) * 2)
-            # One clock, the host's: every message reaches the receiver after its send was
-            # posted, and well within a second.
-            self.assertTrue(all(0 < b - a < profile.SENDER_DELAY_S + 1.0 for a, b in zip(posted, got)))
+            # One clock, the host's: each arrival within a second of its posting. Not always
+            # after it: a sender descheduled once its send is posted stamps it late.
+            self.assertTrue(all(abs(b - a) < 1.0 for a, b in zip(posted, got)))
         self.assertTrue(all(t > 0 for _, t in profile.flights(sent, received)))
 
 

@@ -209,8 +209,9 @@ def deliveries(rank, device, sync):
     2-core VM half the fewest seconds of a round trip, less both ranks' CPU, gave 0 to 17 µs,
     while a run's waiting ranks got their messages 0.2 to 0.6 ms after the send was posted
     (three threads woken in turn: gloo's, the receiving thread, the rank's own). The two ranks' times are of the host's
-    monotonic clock (`time.perf_counter`), which the ranks, processes of this machine, share.
-    Other ranks only join the barriers."""
+    monotonic clock (`time.perf_counter`), which the ranks, processes of this machine, share
+    (a sender descheduled once its send is posted stamps it after the arrival: one delivery
+    can come out below 0, the median does not). Other ranks only join the barriers."""
     points, inline = [], wire.inline_here()
     for n in P2P_ELEMENTS:
         t, stamps = torch.ones(n, device=device), []
