@@ -208,10 +208,14 @@ def deliveries(rank, device, sync):
     plan's critical path pays for a message, which an idle round trip does not show: on a
     2-core VM half the fewest seconds of a round trip, less both ranks' CPU, gave 0 to 17 µs,
     while a run's waiting ranks got their messages 0.2 to 0.6 ms after the send was posted
-    (three threads woken in turn: gloo's, the receiving thread, the rank's own). The two ranks' times are of the host's
-    monotonic clock (`time.perf_counter`), which the ranks, processes of this machine, share
-    (a sender descheduled once its send is posted stamps it after the arrival: one delivery
-    can come out below 0, the median does not). Other ranks only join the barriers."""
+    (three threads woken in turn: gloo's, the receiving thread, the rank's own).
+
+    The sender stamps a send once it is posted, on a GPU once queued (the transfer is the
+    flight's, as it was half a round trip's); the receiver once the tensor is there, after its
+    device. Both stamps are of the host's monotonic clock (`time.perf_counter`), which the
+    ranks, processes of this machine, share; a sender descheduled once its send is posted
+    stamps it after the arrival, so one delivery can come out below 0 (the median does not).
+    Other ranks only join the barriers."""
     points, inline = [], wire.inline_here()
     for n in P2P_ELEMENTS:
         t, stamps = torch.ones(n, device=device), []
@@ -221,7 +225,6 @@ def deliveries(rank, device, sync):
             if rank == 0:
                 time.sleep(SENDER_DELAY_S)
                 works = dist.batch_isend_irecv(wire.sends(Dir.ACT, 0, 0, t, 1, inline))
-                sync()
                 stamps.append(time.perf_counter())
                 for work in works:
                     work.wait()
