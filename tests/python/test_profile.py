@@ -6,14 +6,11 @@ between two gloo processes.
     python -m unittest discover -s tests/python -p test_profile.py
 """
 
-import os
-import tempfile
 import unittest
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
+import pair
 from mpipec.torch import profile
 
 # Two stages of two layers on two ranks: a forward and a fused backward each.
@@ -116,23 +113,13 @@ class Flights(unittest.TestCase):
         self.assertAlmostEqual(got[1][1], 1e-3)
 
 
-def _deliver(rank, rendezvous, out):
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
-    try:
-        torch.save(profile.deliveries(rank, torch.device("cpu"), lambda: None), f"{out}.{rank}")
-    finally:
-        dist.destroy_process_group()
+def _deliver(rank):
+    return profile.deliveries(rank, torch.device("cpu"), lambda: None)
 
 
 class Deliveries(unittest.TestCase):
     def test_each_message_is_timed_from_its_posting_to_the_waiting_rank(self):
-        with tempfile.TemporaryDirectory() as scratch:
-            out = os.path.join(scratch, "points")
-            # Spawned, not forked: a process forked from this one, which earlier tests ran a
-            # process group of its own in, inherits that group's gloo state, and its barriers hung.
-            mp.start_processes(_deliver, args=(os.path.join(scratch, "rendezvous"), out), nprocs=2,
-                               start_method="spawn")
-            sent, received = (torch.load(f"{out}.{r}", weights_only=False) for r in (0, 1))
+        sent, received = pair.on_two_ranks(_deliver)
         sizes = [n * 4 for n in profile.P2P_ELEMENTS]
         self.assertEqual([n for n, _ in sent], sizes)
         for (_, posted), (_, got) in zip(sent, received):

@@ -6,14 +6,12 @@ through the blocking receive and through the executor's inbox thread.
     python -m unittest discover -s tests/python -p test_wire.py
 """
 
-import os
-import tempfile
 import unittest
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+import pair
 from mpipec.torch import executor, wire
 from mpipec.torch.actions import Dir
 
@@ -64,32 +62,25 @@ class Encoding(unittest.TestCase):
         self.assertEqual(message.numel(), wire.incoming(torch.device("cpu"), True).numel())
 
 
-def _exchange(rank, rendezvous, out):
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
-    try:
-        if rank == 0:
-            # Twice over: once for the blocking receive, once for an inbox.
-            for _ in range(2):
-                for d, stage, mb, t in CASES:
-                    for m in wire.outgoing(d, stage, mb, t, True):
-                        dist.send(m, 1)
-        else:
-            got = [wire.receive(0, torch.device("cpu"), True) for _ in CASES]
-            inbox = executor.Inbox(0, len(CASES), torch.device("cpu"))
-            got += [inbox.next() for _ in CASES]
-            inbox.join()
-            torch.save(got, out)
-    finally:
-        dist.destroy_process_group()
+def _exchange(rank):
+    """Rank 1's messages from rank 0, each case sent twice over: once for the blocking receive,
+    once for an inbox."""
+    if rank == 0:
+        for _ in range(2):
+            for d, stage, mb, t in CASES:
+                for m in wire.outgoing(d, stage, mb, t, True):
+                    dist.send(m, 1)
+        return None
+    got = [wire.receive(0, torch.device("cpu"), True) for _ in CASES]
+    inbox = executor.Inbox(0, len(CASES), torch.device("cpu"))
+    got += [inbox.next() for _ in CASES]
+    inbox.join()
+    return got
 
 
 class BetweenTwoProcesses(unittest.TestCase):
     def test_every_case_arrives_whole_by_either_receive(self):
-        with tempfile.TemporaryDirectory() as scratch:
-            out = os.path.join(scratch, "got.pt")
-            mp.start_processes(_exchange, args=(os.path.join(scratch, "rendezvous"), out), nprocs=2,
-                               start_method="fork")
-            got = torch.load(out, weights_only=False)
+        _, got = pair.on_two_ranks(_exchange)
         expected = [((d, stage, mb), t) for d, stage, mb, t in CASES] * 2
         self.assertEqual(len(got), len(expected))
         for (key, t), (want_key, want) in zip(got, expected):
