@@ -51,20 +51,27 @@ pub struct AlphaBeta {
 }
 
 /// The host the processes ran on: its cores (those the processes may run on), the threads
-/// each process computed with and the seconds between its scheduler's balancings of the cores
-/// (`mpipec.torch.scheduler`; 0 where not measured: an idle core takes a waiting process at
-/// once). Older profiles lack it.
+/// each process computed with, the seconds between its scheduler's balancings of the cores
+/// (0 where not measured: an idle core takes a waiting process at once) and the time slice
+/// after which it switches between two processes sharing a core at their next system call
+/// (0 where not measured: the processes share the core evenly), both from
+/// `mpipec.torch.scheduler`. Older profiles lack it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Host {
     pub cores: u64,
     pub threads: u64,
     pub balance_s: f64,
+    pub slice_s: f64,
 }
 
 impl Host {
-    /// How often the scheduler balances the cores, as the summaries say it, where measured.
-    pub fn balancing(&self) -> Option<String> {
-        (self.balance_s > 0.0).then(|| format!("every {:.1} ms", self.balance_s * 1e3))
+    /// How the scheduler shares the cores, as the summaries say it: how often it balances them
+    /// and the slices it switches at, where measured.
+    pub fn scheduling(&self) -> Option<String> {
+        let every = (self.balance_s > 0.0).then(|| format!("balanced every {:.1} ms", self.balance_s * 1e3));
+        let turns = (self.slice_s > 0.0).then(|| format!("in turns of {:.2} ms", self.slice_s * 1e3));
+        let said: Vec<String> = every.into_iter().chain(turns).collect();
+        (!said.is_empty()).then(|| said.join(", "))
     }
 }
 
@@ -184,7 +191,7 @@ fn runtime(v: &Value) -> Result<Runtime, Malformed> {
 }
 
 /// `device.cores` and `device.threads`, both or neither (a profile from before they were kept),
-/// and `device.balance_s` where the profile measured it.
+/// and `device.balance_s` and `device.slice_s` where the profile measured them.
 fn host(device: &Value) -> Result<Option<Host>, Malformed> {
     let whole = |key: &str| match device.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -194,9 +201,12 @@ fn host(device: &Value) -> Result<Option<Host>, Malformed> {
         },
     };
     match (whole("cores")?, whole("threads")?) {
-        (Some(cores), Some(threads)) => {
-            Ok(Some(Host { cores, threads, balance_s: optional(device, "device", "balance_s")?.unwrap_or(0.0) }))
-        }
+        (Some(cores), Some(threads)) => Ok(Some(Host {
+            cores,
+            threads,
+            balance_s: optional(device, "device", "balance_s")?.unwrap_or(0.0),
+            slice_s: optional(device, "device", "slice_s")?.unwrap_or(0.0),
+        })),
         (None, None) => Ok(None),
         (None, Some(_)) => Err(malformed("device.cores", "is missing (`device.threads` is there)")),
         (Some(_), None) => Err(malformed("device.threads", "is missing (`device.cores` is there)")),

@@ -448,6 +448,20 @@ fn an_idle_core_takes_a_waiting_rank_only_when_the_scheduler_balances() {
     assert!(often > 16.5 && often < 27.0, "{often}");
 }
 
+/// Where the profile measured the host's time slice the ranks take turns on the cores instead
+/// of sharing them evenly, and no core idles while a rank waits for one: on one core the step
+/// is still its 27 s of work whatever the slice, and with a core each the ranks never wait,
+/// (M + P − 1)(f + b) = 15.
+#[test]
+fn ranks_taking_turns_keep_the_cores_busy() {
+    for slice in ["0.5", "1.5", "1000"] {
+        let one_core = shared_1f1b(&format!(r#", "cores": 1, "threads": 1, "slice_s": {slice}"#), 1);
+        assert!(close(one_core, 27.0), "slice {slice}: {one_core}");
+        let core_each = shared_1f1b(&format!(r#", "cores": 3, "threads": 1, "slice_s": {slice}"#), 1);
+        assert!(close(core_each, 15.0), "slice {slice}: {core_each}");
+    }
+}
+
 /// On a host whose cores the ranks share, the CPU a process's other threads spend on each
 /// message it receives needs a core too: on 1 core every second is one rank's work, the 27 s
 /// of [`ranks_on_one_cpu_host_share_its_cores`] and 0.5 s for each of the 12 messages (3 to
@@ -476,7 +490,7 @@ fn a_message_is_delivered_once() {
 }
 
 /// A profile names its host's cores and threads together, whole numbers above 0, and the
-/// interval between its scheduler's balancings as 0 or more seconds.
+/// interval between its scheduler's balancings and its time slice as 0 or more seconds.
 #[test]
 fn a_profile_host_needs_cores_and_threads() {
     let layers = r#"{"lm:first": {"forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1, "output_bytes": 0, "grad_bytes": 0}}"#;
@@ -484,6 +498,7 @@ fn a_profile_host_needs_cores_and_threads() {
         (r#", "cores": 2"#, "device.threads"),
         (r#", "cores": 0, "threads": 1"#, "device.cores"),
         (r#", "cores": 2, "threads": 1, "balance_s": -1"#, "device.balance_s"),
+        (r#", "cores": 2, "threads": 1, "slice_s": "1 ms""#, "device.slice_s"),
     ] {
         let checked = profiled(&host_profile(layers, host, ""), &[]);
         let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");

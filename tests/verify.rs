@@ -659,11 +659,16 @@ fn a_profile_predicts_a_held_out_plans_step() {
     let host = profile.host.expect("device.cores and device.threads");
     assert!(host.cores >= 1 && host.threads == 1, "{host:?}");
     // And, on Linux with two cores or more, the interval between its scheduler's balancings
-    // (each of the measurement's trials waits 50 ms at most).
+    // (each of the measurement's trials waits 50 ms at most); on Linux, its time slice (a
+    // turn of the two processes measuring it, within their 1 s).
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     if cfg!(target_os = "linux") && host.cores >= 2 {
         let balance = raw["device"]["balance_s"].as_f64();
         assert!(balance.is_some_and(|s| (0.0..=0.1).contains(&s)) && balance == Some(host.balance_s), "{raw}");
+    }
+    if cfg!(target_os = "linux") {
+        let slice = raw["device"]["slice_s"].as_f64();
+        assert!(slice.is_some_and(|s| s > 0.0 && s < 1.0) && slice == Some(host.slice_s), "{raw}");
     }
     let args = ["--procs", "3", "--profile", file.to_str().unwrap()];
     let out = verify_with(LM, &args, &["batch.microbatches=6".into()], &[]);

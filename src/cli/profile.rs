@@ -73,9 +73,9 @@ fn summary(p: &Profile) -> String {
     let mut lines =
         vec![format!("{} layer kinds: {}", p.layers.len(), p.layers.keys().cloned().collect::<Vec<_>>().join(", "))];
     if let Some(h) = p.host.filter(|_| p.device_type == "cpu") {
-        let balance = h.balancing().map_or(String::new(), |every| format!(", its scheduler balancing them {every}"));
+        let how = h.scheduling().map_or(String::new(), |how| format!(", {how}"));
         lines.push(format!(
-            "host: {} cores, {} thread(s) a process{balance}; a plan's ranks share them in `sim`",
+            "host: {} cores, {} thread(s) a process{how}; a plan's ranks share them in `sim`",
             h.cores, h.threads
         ));
     }

@@ -91,6 +91,7 @@ impl Measured {
             replicas: replicas.max(1) as f64,
             message_cpu: self.profile.runtime.map_or(0.0, |r| r.message_cpu_s),
             balance: host.balance_s,
+            slice: host.slice_s,
         })
     }
 
@@ -124,9 +125,8 @@ impl Measured {
         }
         sort(p.runtime.is_some(), "the runtime's per-instruction costs".into());
         if let Some(s) = self.shared(plan.cluster.dp) {
-            let balanced =
-                p.host.and_then(|h| h.balancing()).map_or(String::new(), |every| format!(", balanced {every}"));
-            measured.push(format!("the ranks' processes sharing {} cores{balanced}", s.cores));
+            let how = p.host.and_then(|h| h.scheduling()).map_or(String::new(), |how| format!(", {how}"));
+            measured.push(format!("the ranks' processes sharing {} cores{how}", s.cores));
         }
         (measured, analytic)
     }

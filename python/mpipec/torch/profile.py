@@ -484,9 +484,9 @@ def profile(run_dir, backend=None):
     runtime = runtime_costs(plan, ranks, layers, kinds_of, ranks[0]["cpu_clock"])
     runtime["message_cpu_s"] = message_cpu(plan, ranks)
     host = dict(cores=host_cores(), threads=max(r["threads"] for r in ranks))
-    interval = scheduler.balance_interval() if device.type == "cpu" else None
-    if interval is not None:
-        host["balance_s"] = interval
+    if device.type == "cpu":
+        measured = dict(balance_s=scheduler.balance_interval(), slice_s=scheduler.slice_length())
+        host.update((k, v) for k, v in measured.items() if v is not None)
     out.update(
         format=1,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -1,5 +1,7 @@
-"""How long a CPU host's scheduler leaves one of its cores idle while another holds two processes
-that could run: the `device.balance_s` a profile records (docs/costs.md).
+"""How a CPU host's scheduler shares its cores, as a profile records it (docs/costs.md): how long
+it leaves one of its cores idle while another holds two processes that could run
+(`device.balance_s`), and the time slice two processes on one core take turns at
+(`device.slice_s`).
 
 Where a pipeline's ranks are more processes than the host has cores, a rank that wakes from a
 wait while the cores are busy is put behind a process on its own core or its waker's, and
@@ -17,7 +19,15 @@ not uniform: on the 2-core VM about a third came within 0.1 ms and most of the r
 6 to 12 ms). Linux only (core affinity, `sched_getcpu`); no
 answer elsewhere or on one core.
 
-    python -m mpipec.torch.scheduler    prints the interval in milliseconds
+The time slice (`device.slice_s`): two processes pinned to one core, each doing a few
+microseconds of work between system calls (`time.thread_time()`, as the runtime calls between
+instructions) and noting each gap in its own progress; a gap is the other's turn. The kernel
+switches a process whose slice has run out at its next system call (else only at the timer
+tick: on the 2-core VM turns of 1.40 ms with the calls, 3.98 ms without), so where the
+pipeline's ranks share a core they hand it over at their instruction boundaries, a slice at a
+time. The slice reported is the median turn of the two.
+
+    python -m mpipec.torch.scheduler    prints the interval and the slice in milliseconds
 """
 
 import ctypes
@@ -97,8 +107,60 @@ def balance_interval(trials=TRIALS):
     return 2.0 * sum(delays) / len(delays)
 
 
+SLICE_WINDOW_S = 1.0
+# Longer than a work unit and its system call, shorter than any slice.
+TURN_GAP_S = 100e-6
+
+
+def _turns(core, until, out):
+    """Work in small units between system calls on `core` until `until`; write the length of
+    each whole turn this process had (the first and the last are cut by the window)."""
+    os.sched_setaffinity(0, {core})
+    turns, last = [], time.perf_counter()
+    began = last
+    while last < until:
+        time.thread_time()
+        sum(range(100))
+        now = time.perf_counter()
+        if now - last > TURN_GAP_S:
+            turns.append(last - began)
+            began = now
+        last = now
+    for t in turns[1:]:
+        os.write(out, struct.pack("d", t))
+    os._exit(0)
+
+
+def slice_length(window=SLICE_WINDOW_S):
+    """Seconds a process runs before the kernel switches to another on its core, or None where
+    it cannot be measured (not Linux)."""
+    try:
+        core = sorted(os.sched_getaffinity(0))[0]
+    except AttributeError:
+        return None
+    read, write = os.pipe()
+    until = time.perf_counter() + window
+    children = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            _turns(core, until, write)
+        children.append(pid)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 16):
+        data += chunk
+    os.close(read)
+    for pid in children:
+        os.waitpid(pid, 0)
+    turns = sorted(t for (t,) in struct.iter_unpack("d", data))
+    return turns[len(turns) // 2] if turns else None
+
+
 if __name__ == "__main__":
-    interval = balance_interval()
-    if interval is None:
-        sys.exit("no balancing interval here: it needs Linux and two cores")
-    print(f"{interval * 1e3:.1f} ms")
+    interval, turn = balance_interval(), slice_length()
+    if interval is None and turn is None:
+        sys.exit("no scheduler to measure here: it needs Linux")
+    print(f"balancing interval: {'-' if interval is None else f'{interval * 1e3:.1f} ms'}")
+    print(f"slice: {'-' if turn is None else f'{turn * 1e3:.2f} ms'}")

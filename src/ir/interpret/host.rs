@@ -15,6 +15,14 @@
 //! The balancings' phase against the step is unknown: the step is run at four phases and the
 //! second fastest of the four kept, so that a step that happens to fall in step with the
 //! balancings is not what the simulator reports.
+//!
+//! Where the host's time slice is known, the working processes take turns instead of sharing
+//! the capacity evenly: as many run at full speed as the places with work hold, the rest wait.
+//! The kernel switches a process whose slice has run out when it next makes a system call,
+//! which the runtime makes between instructions (its clocks, its sends) and hardly within
+//! one, so a rank that ends an instruction after running a slice or more goes behind the
+//! waiting ones, and one that ends it sooner goes on in its turn. The timer tick, which
+//! would switch a rank within an instruction longer than it, is left out.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -26,9 +34,9 @@ use crate::ir::PlanIr;
 /// measured times were taken with that many), the processes each simulated rank stands for
 /// (its data-parallel replicas, which run the same list at the same times), the core time a
 /// process's other threads spend on each message it receives (charged to the receive: with
-/// the cores all taken it is the rank's time as much as its own instructions are) and the
+/// the cores all taken it is the rank's time as much as its own instructions are), the
 /// seconds between the scheduler's balancings of its cores (0: an idle core takes a waiting
-/// process at once).
+/// process at once) and its time slice (0: the processes working share the cores evenly).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shared {
     pub cores: f64,
@@ -36,6 +44,7 @@ pub struct Shared {
     pub replicas: f64,
     pub message_cpu: f64,
     pub balance: f64,
+    pub slice: f64,
 }
 
 impl Shared {
@@ -90,8 +99,9 @@ impl Ord for Time {
     }
 }
 
-/// The work on the host's cores: each working rank and the seconds of work it has left, the
-/// place each rank last worked on and how many work on each place now.
+/// The work on the host's cores: each working rank and the seconds of work it has left (in
+/// turn order where the ranks take turns), the place each rank last worked on and how many
+/// work on each place now.
 struct Cores {
     capacity: f64,
     now: f64,
@@ -101,6 +111,11 @@ struct Cores {
     /// The balancings: every `interval` seconds from `phase`.
     interval: f64,
     phase: f64,
+    /// The slice (0: no turns), each rank's time running in its turn and where in the turn
+    /// order it stood when its last work ended.
+    slice: f64,
+    turn: Vec<f64>,
+    stood: Vec<usize>,
 }
 
 impl Cores {
@@ -114,14 +129,21 @@ impl Cores {
             load: vec![0; (capacity.floor() as usize).max(1)],
             interval: shared.balance,
             phase,
+            slice: shared.slice,
+            turn: vec![0.0; ranks],
+            stood: vec![0; ranks],
         }
     }
 
-    /// The speed of each working rank, as a fraction of its own: the capacity of the places
-    /// with work, shared.
-    fn rate(&self) -> f64 {
+    /// How many of the working ranks run, the first in `working`, and the speed of each, as a
+    /// fraction of its own: with turns, as many as the capacity of the places with work holds,
+    /// at full speed; else all of them, sharing it.
+    fn running(&self) -> (usize, f64) {
         let used = self.load.iter().filter(|&&n| n > 0).count() as f64;
-        (self.capacity * used / self.load.len() as f64 / self.working.len() as f64).min(1.0)
+        let capacity = self.capacity * used / self.load.len() as f64;
+        let n = self.working.len();
+        let k = if self.slice > 0.0 { (capacity.floor() as usize).clamp(1, n.max(1)) } else { n };
+        (k, (capacity / k as f64).min(1.0))
     }
 
     /// Rank `r` starts `work`, `waking` from a wait (its message from `waker`) or going on.
@@ -132,7 +154,14 @@ impl Cores {
         };
         self.home[r] = Some(place);
         self.load[place] += 1;
-        self.working.push((r, work));
+        // Going on within its turn, a rank keeps its place in the turn order; one that wakes,
+        // or whose turn has run a slice, goes behind the others.
+        if self.slice > 0.0 && !waking && self.turn[r] < self.slice {
+            self.working.insert(self.stood[r].min(self.working.len()), (r, work));
+        } else {
+            self.turn[r] = 0.0;
+            self.working.push((r, work));
+        }
     }
 
     /// Where rank `r` wakes: its place or its waker's if idle, its waker's where the waker
@@ -158,7 +187,10 @@ impl Cores {
     }
 
     fn stop(&mut self, r: usize) {
-        self.working.retain(|&(w, _)| w != r);
+        if let Some(at) = self.working.iter().position(|&(w, _)| w == r) {
+            self.stood[r] = at;
+            self.working.remove(at);
+        }
         if let Some(place) = self.home[r] {
             self.load[place] -= 1;
         }
@@ -193,18 +225,20 @@ impl Cores {
 
     /// The rank whose work ends first, and when (the lowest rank on a tie).
     fn next(&self) -> Option<(f64, usize)> {
-        let rate = self.rate();
+        let (k, rate) = self.running();
         self.working
             .iter()
+            .take(k)
             .map(|&(r, left)| (self.now + left.max(0.0) / rate, r))
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
     }
 
     fn advance(&mut self, to: f64) {
         if to > self.now && !self.working.is_empty() {
-            let done = (to - self.now) * self.rate();
-            for (_, left) in &mut self.working {
-                *left -= done;
+            let (k, rate) = self.running();
+            for (r, left) in self.working.iter_mut().take(k) {
+                *left -= (to - self.now) * rate;
+                self.turn[*r] += to - self.now;
             }
         }
         self.now = self.now.max(to);
@@ -311,7 +345,7 @@ mod tests {
 
     /// Two cores, three ranks, balancings every 10 ms from 0.
     fn two_cores() -> Cores {
-        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01 };
+        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01, slice: 0.0 };
         Cores::new(shared, 3, 0.0)
     }
 
@@ -323,10 +357,10 @@ mod tests {
         c.start(1, 1.0, true, Some(0));
         assert_eq!((c.home[1], c.load.clone()), (Some(0), vec![2, 0]));
         // The two share one core while the other idles, until the balancing at 10 ms.
-        assert_eq!((c.rate(), c.balancing()), (0.5, Some(0.01)));
+        assert_eq!((c.running().1, c.balancing()), (0.5, Some(0.01)));
         c.advance(0.01);
         c.rebalance();
-        assert_eq!((c.home[1], c.load.clone(), c.rate(), c.balancing()), (Some(1), vec![1, 1], 1.0, None));
+        assert_eq!((c.home[1], c.load.clone(), c.running().1, c.balancing()), (Some(1), vec![1, 1], 1.0, None));
     }
 
     #[test]
@@ -347,8 +381,28 @@ mod tests {
     }
 
     #[test]
+    fn with_a_slice_ranks_take_turns_at_the_ends_of_their_work() {
+        let shared = Shared { cores: 1.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.0, slice: 1.0 };
+        let mut c = Cores::new(shared, 2, 0.0);
+        c.start(0, 0.5, true, None);
+        c.start(1, 3.0, true, None);
+        // One core: rank 0 runs at full speed, rank 1 waits its turn.
+        assert_eq!((c.running(), c.next()), ((1, 1.0), Some((0.5, 0))));
+        c.advance(0.5);
+        c.stop(0);
+        // Half a slice into its turn, rank 0 goes on with its next work.
+        c.start(0, 2.0, false, None);
+        assert_eq!(c.next(), Some((2.5, 0)));
+        c.advance(2.5);
+        c.stop(0);
+        // Its turn has run 2.5 s, past the slice: it goes behind rank 1, which runs its 3 s.
+        c.start(0, 1.0, false, None);
+        assert_eq!(c.next(), Some((5.5, 1)));
+    }
+
+    #[test]
     fn where_both_cores_are_crowded_a_waking_rank_takes_the_less_crowded() {
-        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01 };
+        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01, slice: 0.0 };
         let mut c = Cores::new(shared, 6, 0.0);
         for (r, place) in [(0, 0), (1, 0), (5, 0), (2, 1), (3, 1), (4, 0)] {
             c.home[r] = Some(place);
