@@ -56,7 +56,7 @@ from .actions import Dir, load_plan  # noqa: E402
 # per size, and how long their sender waits after the barrier before it sends (longer than
 # the barrier's own skew, so the receiver waits for the message); the sizes of the fits.
 REPEATS = 7
-MESSAGE_REPEATS = 60
+REDUCE_REPEATS = 60
 DELIVERY_REPEATS = 30
 SENDER_DELAY_S = 0.002
 P2P_ELEMENTS = (16, 4096, 262144)
@@ -255,7 +255,7 @@ def all_reduce(group, device, sync):
         t = torch.ones(n, device=device)
         dist.barrier()
         points.append((n * t.element_size(),
-                       timed(sync, lambda: lambda: dist.all_reduce(t, group=group), MESSAGE_REPEATS, pick=statistics.median)))
+                       timed(sync, lambda: lambda: dist.all_reduce(t, group=group), REDUCE_REPEATS, pick=statistics.median)))
     return points
 
 

@@ -65,32 +65,48 @@ def _spinner(getcpu, cores, start, move_at, out):
     os._exit(0)
 
 
-def _trial(getcpu, cores, phase):
-    """Seconds from core a's going idle until a process waiting on core b ran there."""
+def _forked(work, meanwhile=lambda: None):
+    """The numbers two forked processes running `work(out)` (which ends with `os._exit`) wrote
+    to the pipe `out`, once both have exited; this process runs `meanwhile`, then blocks until
+    they are done."""
     read, write = os.pipe()
-    now = time.perf_counter()
-    start = now + SETTLE_S
-    block = start + SETTLE_S + phase
     children = []
     for _ in range(2):
         pid = os.fork()
         if pid == 0:
-            _spinner(getcpu, cores, start, block - start, write)
+            os.close(read)
+            work(write)
         children.append(pid)
-    mine = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cores[0]})
+    os.close(write)
+    data = b""
     try:
-        _spin_until(block)
-        idle_from = time.perf_counter()
+        meanwhile()
+    finally:
+        while chunk := os.read(read, 1 << 16):
+            data += chunk
+        os.close(read)
         for pid in children:
             os.waitpid(pid, 0)
+    return [x for (x,) in struct.iter_unpack("d", data)]
+
+
+def _trial(getcpu, cores, phase):
+    """Seconds from core a's going idle until a process waiting on core b ran there."""
+    start = time.perf_counter() + SETTLE_S
+    block = start + SETTLE_S + phase
+    mine, idle_from = os.sched_getaffinity(0), []
+
+    def until_block():
+        os.sched_setaffinity(0, {cores[0]})
+        _spin_until(block)
+        idle_from.append(time.perf_counter())
+
+    try:
+        moves = _forked(lambda out: _spinner(getcpu, cores, start, block - start, out), until_block)
     finally:
         os.sched_setaffinity(0, mine)
-    moves = [struct.unpack("d", os.read(read, 8))[0] for _ in children]
-    os.close(read)
-    os.close(write)
     seen = [t for t in moves if t >= 0]
-    return max(0.0, min(seen) - idle_from) if seen else WINDOW_S
+    return max(0.0, min(seen) - idle_from[0]) if seen else WINDOW_S
 
 
 def balance_interval(trials=TRIALS):
@@ -138,23 +154,8 @@ def slice_length(window=SLICE_WINDOW_S):
         core = sorted(os.sched_getaffinity(0))[0]
     except AttributeError:
         return None
-    read, write = os.pipe()
     until = time.perf_counter() + window
-    children = []
-    for _ in range(2):
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
-            _turns(core, until, write)
-        children.append(pid)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 1 << 16):
-        data += chunk
-    os.close(read)
-    for pid in children:
-        os.waitpid(pid, 0)
-    turns = sorted(t for (t,) in struct.iter_unpack("d", data))
+    turns = sorted(_forked(lambda out: _turns(core, until, out)))
     return turns[len(turns) // 2] if turns else None
 
 
