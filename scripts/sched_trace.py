@@ -100,24 +100,19 @@ def load_stamps(out):
     return ranks
 
 
-def report(out):
-    ranks = load_stamps(out)
-    mains = set(ranks)
-    start = min(st[0] for steps in ranks.values() for _, st in steps)
-    end = max(st[1] for steps in ranks.values() for _, st in steps)
-    host = Host()
-    # Per main thread: when it became not runnable-and-waiting (state changes) for the gaps.
+def scan(out, mains, start, end):
+    """One pass over the scheduler's events: each main thread's states in time order
+    (running, preempted, asleep), the seconds of [start, end] with each count of runnable main
+    threads (and whether a core had none while another had two or more), and how long each
+    core left without a main thread while another held two waited until one moved there."""
+    host, cores, last = Host(), set(), None
     states = {p: [] for p in mains}
-    occupancy = collections.Counter()
-    moves, idle_since = [], {}
-    cores = set()
-    last = None
+    occupancy, moves, idle_since = collections.Counter(), [], {}
     for t, cpu, name, f in events(os.path.join(out, "sched.txt")):
         cores.add(cpu)
         if last is not None and start <= t <= end:
             counts = [host.runnable_on(c, mains) for c in sorted(cores)]
-            stacked = 0 in counts and max(counts) >= 2
-            occupancy[(sum(counts), stacked)] += t - max(last, start)
+            occupancy[(sum(counts), 0 in counts and max(counts) >= 2)] += t - max(last, start)
         last = t
         host.apply(cpu, name, f)
         if name == "sched_switch":
@@ -125,7 +120,6 @@ def report(out):
                                (f["next_pid"], "running")):
                 if pid in states:
                     states[pid].append((t, state))
-        # A core with no main thread while another holds two: how long until one moves there.
         counts = {c: host.runnable_on(c, mains) for c in cores}
         for c in cores:
             uneven = counts[c] == 0 and max(counts.values()) >= 2
@@ -135,20 +129,17 @@ def report(out):
                 began = idle_since.pop(c)
                 if name == "sched_migrate_task" and f["pid"] in mains and int(f["dest_cpu"]) == c:
                     moves.append(t - began)
+    return states, occupancy, moves, cores
+
+
+def report(out):
+    ranks = load_stamps(out)
+    start = min(st[0] for steps in ranks.values() for _, st in steps)
+    end = max(st[1] for steps in ranks.values() for _, st in steps)
+    states, occupancy, moves, cores = scan(out, set(ranks), start, end)
     print(f"{len(ranks)} ranks, {len(next(iter(ranks.values())))} steps after the first, {len(cores)} cores")
-    for pid, steps in sorted(ranks.items(), key=lambda kv: kv[0]):
-        times = [t for t, _ in states[pid]]
-        gaps, preempted = [], []
-        for instructions, _ in steps:
-            gap = waited = 0.0
-            for (_, _, a), (_, b, _) in zip(instructions, instructions[1:]):
-                gap += b - a
-                waited += state_time(states[pid], times, a, b, "preempted")
-            gaps.append(gap)
-            preempted.append(waited)
-        print(f"main thread {pid}: step {ms(statistics.median(b - a for _, (a, b) in steps))}, "
-              f"between instructions {ms(statistics.median(gaps))} a step, "
-              f"of it runnable and not running {ms(statistics.median(preempted))}")
+    for pid, steps in sorted(ranks.items()):
+        print_gaps(pid, steps, states[pid])
     total = sum(occupancy.values())
     for (n, stacked), t in sorted(occupancy.items()):
         print(f"{n} main threads runnable{' (a core with none, another with two or more)' if stacked else ''}: "
@@ -159,12 +150,27 @@ def report(out):
               f"{ms(q[1])} at the median (quartiles {ms(q[0])} and {ms(q[2])})")
 
 
+def print_gaps(pid, steps, states):
+    """A rank's median step, time between its instructions a step, and how much of that its
+    main thread was runnable and not running."""
+    times = [t for t, _ in states]
+    gaps, preempted = [], []
+    for instructions, _ in steps:
+        between = [(a, b) for (_, _, a), (_, b, _) in zip(instructions, instructions[1:])]
+        gaps.append(sum(b - a for a, b in between))
+        preempted.append(sum(state_time(states, times, a, b, "preempted") for a, b in between))
+    print(f"main thread {pid}: step {ms(statistics.median(b - a for _, (a, b) in steps))}, "
+          f"between instructions {ms(statistics.median(gaps))} a step, "
+          f"of it runnable and not running {ms(statistics.median(preempted))}")
+
+
 def state_time(states, times, a, b, wanted):
     """Seconds of [a, b] the thread spent in state `wanted`."""
     i = bisect.bisect_right(times, a) - 1
     state = states[i][1] if i >= 0 else None
     spent, t = 0.0, a
-    for when, nxt in states[i + 1:]:
+    for k in range(i + 1, len(states)):
+        when, nxt = states[k]
         if when >= b:
             break
         if state == wanted:
