@@ -55,6 +55,41 @@ class Calibrate(unittest.TestCase):
         self.assertEqual(costs["send_s"], 0.5)
 
 
+class Reduction(unittest.TestCase):
+    # One replicated stage of 2 layers of 1000 bytes of gradients each, reduced at the end of
+    # the step over the pipeline's 2 ranks; a ring of 2 at α = 1 ms, β = 2000 bytes/s takes
+    # 2·1 ms + 2000 / 2000 s = 1.002 s by the fit.
+    PLAN = {
+        "stages": [{"region": "enc", "layers": [0, 2]}],
+        "pipeline": {"ranks": 2},
+        "ranks": [{"instructions": [{"op": "forward", "stage": 0},
+                                    {"op": "all_reduce", "group": "pp", "region": "enc"}]} for _ in (0, 1)],
+    }
+    LAYERS = {"a": {"grad_bytes": 1000}}
+    FIT = {"alpha_s": 0.001, "beta_bytes_per_s": 2000.0}
+
+    def run_of(self, reductions):
+        """Ranks whose steps' reductions took `reductions[rank]`, a warm-up step first."""
+        return [{"rank": r, "dp_rank": 0, "timings": [[0.0, 99.0]] + [[0.0, t] for t in ts]}
+                for r, ts in enumerate(reductions)]
+
+    def test_the_last_to_arrive_per_step_its_median(self):
+        # Per step the faster of the two (the other waited for it): 2, 3 and 4 s; the median,
+        # 3 s, against the fit's 1.002 s.
+        run = self.run_of([[2.0, 5.0, 4.0], [7.0, 3.0, 9.0]])
+        scale = profile.reduction_scale(self.PLAN, run, self.LAYERS, ["a", "a"], self.FIT)
+        self.assertAlmostEqual(scale, 3.0 / 1.002)
+
+    def test_none_without_a_reduction_the_rank_waits_for(self):
+        plan = {**self.PLAN, "ranks": [{"instructions": [{"op": "forward", "stage": 0},
+                                                         {"op": "all_reduce", "group": "pp", "region": "enc",
+                                                          "async": True}]} for _ in (0, 1)]}
+        run = self.run_of([[2.0, 5.0], [7.0, 3.0]])
+        self.assertIsNone(profile.reduction_scale(plan, run, self.LAYERS, ["a", "a"], self.FIT))
+        self.assertIsNone(profile.reduction_scale({**self.PLAN, "pipeline": {"ranks": 1}}, run[:1], self.LAYERS,
+                                                  ["a", "a"], self.FIT))
+
+
 class Steady(unittest.TestCase):
     def test_the_median_step_after_the_warm_up(self):
         # The steps after the warm-up took 5, 9 and 7 s: the 7 s one is the median, the one a

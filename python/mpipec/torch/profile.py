@@ -30,6 +30,7 @@ and NPU, which cannot be forked once initialised) from this one.
 
 import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -327,6 +328,16 @@ def steady(ranks):
                 yield r["rank"], seconds, times
 
 
+def held_layers(plan, rank, region=None):
+    """The layers `rank` holds, of `region` or of all: its own stages' and every replicated one's."""
+    return [layer for s in plan["stages"] if s.get("rank") in (None, rank) and region in (None, s["region"])
+            for layer in range(*s["layers"])]
+
+
+def _isolated(layers, kinds_of, span, field):
+    return sum(layers[kinds_of[layer]][field] for layer in span if kinds_of[layer] in layers)
+
+
 def kernel_points(plan, ranks, layers, kinds_of):
     """(op, the isolated layers' seconds, the seconds the runtime took) of every compute
     instruction."""
@@ -335,10 +346,8 @@ def kernel_points(plan, ranks, layers, kinds_of):
         for i, t in zip(plan["ranks"][rank]["instructions"], times):
             if i["op"] not in FIELD:
                 continue
-            lo, hi = stages[i["stage"]]["layers"]
             share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
-            isolated = sum(layers[kinds_of[l]][FIELD[i["op"]]] for l in range(lo, hi) if kinds_of[l] in layers)
-            yield i["op"], isolated * share, t
+            yield i["op"], _isolated(layers, kinds_of, range(*stages[i["stage"]]["layers"]), FIELD[i["op"]]) * share, t
 
 
 def _ratio(points):
@@ -425,6 +434,37 @@ def alpha_beta_ring(points, k):
     return {"alpha_s": a / (2 * (k - 1)), "beta_bytes_per_s": 2 * (k - 1) / (k * b)}
 
 
+def ring_seconds(fit, k, nbytes):
+    """One reduction of `nbytes` of gradients over a ring of `k` as src/cost/profile.rs times it:
+    a call per bucket of at most the runtime's BUCKET_BYTES."""
+    calls = max(1, math.ceil(nbytes / executor.BUCKET_BYTES))
+    return calls * 2 * (k - 1) * fit["alpha_s"] + 2 * (k - 1) / k * nbytes / fit["beta_bytes_per_s"]
+
+
+def reduction_scale(plan, ranks, layers, kinds_of, fit):
+    """The pipeline group's gradient reductions as the runtime runs them, against the fit of
+    the bare all-reduces: the runtime also flattens each bucket's gradients and copies the sums
+    back, one tensor at a time, and reduces at the end of a step with its threads about. Per
+    synchronous call and step, the fastest member's time, that of the last to arrive, which
+    waits for no one (the simulator adds the others' waits itself); the median over the steps
+    after the first. The ratio of their sum to the fit's, or None where the run held none."""
+    k, by_rank = plan["pipeline"]["ranks"], {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
+    calls = {rank: [(j, i) for j, i in enumerate(plan["ranks"][rank]["instructions"])
+                    if i["op"] == "all_reduce" and i.get("group") == "pp" and not i.get("async")]
+             for rank in by_rank}
+    counts = {len(c) for c in calls.values()}
+    if k < 2 or counts != {len(calls[0])} or not calls[0]:
+        return None
+    steps = min(len(r["timings"]) for r in by_rank.values())
+    measured = predicted = 0.0
+    for c, (_, i) in enumerate(calls[0]):
+        span = range(*plan["stages"][i["stage"]]["layers"]) if i.get("stage") is not None else held_layers(plan, 0, i.get("region"))
+        predicted += ring_seconds(fit, k, _isolated(layers, kinds_of, span, "grad_bytes"))
+        measured += statistics.median(min(by_rank[rank]["timings"][s][calls[rank][c][0]] for rank in by_rank)
+                                      for s in range(1, steps))
+    return measured / predicted if predicted > 0 else None
+
+
 def _mean_points(lists):
     """Per size, the slowest member's time (a collective ends when its last member does)."""
     return [(lists[0][j][0], max(p[j][1] for p in lists)) for j in range(len(lists[0]))]
@@ -506,6 +546,12 @@ def profile(run_dir, backend=None):
         timed_lists = [r[group] for r in ranks if r[group]]
         if k > 1 and timed_lists:
             all_reduce_fits[group] = alpha_beta_ring(_mean_points(timed_lists), k)
+    scale = reduction_scale(plan, ranks, layers, kinds_of, all_reduce_fits["pp"]) if "pp" in all_reduce_fits else None
+    if scale is not None:
+        # Read by no one but you, as kernel_scale: the fit below is already scaled.
+        runtime["all_reduce_scale"] = {"pp": scale}
+        fit = all_reduce_fits["pp"]
+        fit.update(alpha_s=fit["alpha_s"] * scale, beta_bytes_per_s=fit["beta_bytes_per_s"] / scale)
     out["all_reduce"] = all_reduce_fits
     with open(os.path.join(run_dir, "profile.json"), "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
