@@ -441,6 +441,14 @@ def ring_seconds(fit, k, nbytes):
     return calls * 2 * (k - 1) * fit["alpha_s"] + 2 * (k - 1) / k * nbytes / fit["beta_bytes_per_s"]
 
 
+def _reduced_layers(plan, i):
+    """The layers whose gradients all-reduce instruction `i` sums: its bucket's stage, or every
+    layer of its region (replicated, so rank 0's)."""
+    if i.get("stage") is not None:
+        return range(*plan["stages"][i["stage"]]["layers"])
+    return held_layers(plan, 0, i.get("region"))
+
+
 def reduction_scale(plan, ranks, layers, kinds_of, fit):
     """The pipeline group's gradient reductions as the runtime runs them, against the fit of
     the bare all-reduces: the runtime also flattens each bucket's gradients and copies the sums
@@ -449,19 +457,17 @@ def reduction_scale(plan, ranks, layers, kinds_of, fit):
     waits for no one (the simulator adds the others' waits itself); the median over the steps
     after the first. The ratio of their sum to the fit's, or None where the run held none."""
     k, by_rank = plan["pipeline"]["ranks"], {r["rank"]: r for r in ranks if r["dp_rank"] == 0}
-    calls = {rank: [(j, i) for j, i in enumerate(plan["ranks"][rank]["instructions"])
+    calls = {rank: [j for j, i in enumerate(plan["ranks"][rank]["instructions"])
                     if i["op"] == "all_reduce" and i.get("group") == "pp" and not i.get("async")]
              for rank in by_rank}
-    counts = {len(c) for c in calls.values()}
-    if k < 2 or counts != {len(calls[0])} or not calls[0]:
+    if k < 2 or not calls[0] or len({len(c) for c in calls.values()}) > 1:
         return None
-    steps = min(len(r["timings"]) for r in by_rank.values())
-    measured = predicted = 0.0
-    for c, (_, i) in enumerate(calls[0]):
-        span = range(*plan["stages"][i["stage"]]["layers"]) if i.get("stage") is not None else held_layers(plan, 0, i.get("region"))
-        predicted += ring_seconds(fit, k, _isolated(layers, kinds_of, span, "grad_bytes"))
-        measured += statistics.median(min(by_rank[rank]["timings"][s][calls[rank][c][0]] for rank in by_rank)
-                                      for s in range(1, steps))
+    steps = range(1, min(len(r["timings"]) for r in by_rank.values()))
+    measured = sum(statistics.median(min(by_rank[r]["timings"][s][calls[r][c]] for r in by_rank) for s in steps)
+                   for c in range(len(calls[0])))
+    instructions = plan["ranks"][0]["instructions"]
+    reduced = (_isolated(layers, kinds_of, _reduced_layers(plan, instructions[j]), "grad_bytes") for j in calls[0])
+    predicted = sum(ring_seconds(fit, k, nbytes) for nbytes in reduced)
     return measured / predicted if predicted > 0 else None
 
 
