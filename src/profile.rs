@@ -106,6 +106,27 @@ impl Profile {
     pub fn miniature(&self) -> bool {
         self.model_source == "miniature"
     }
+
+    /// The same profile with every layer's forward and backward `by` times as long: its kernels
+    /// on a host running at another speed (the optimizer step, the runtime's costs and the
+    /// links as they were).
+    pub fn kernels_scaled(&self, by: f64) -> Profile {
+        let layers = self
+            .layers
+            .iter()
+            .map(|(kind, l)| {
+                let scaled = LayerProfile {
+                    forward_s: l.forward_s * by,
+                    backward_input_s: l.backward_input_s * by,
+                    backward_weight_s: l.backward_weight_s * by,
+                    backward_s: l.backward_s.map(|b| b * by),
+                    ..*l
+                };
+                (kind.clone(), scaled)
+            })
+            .collect();
+        Profile { layers, ..self.clone() }
+    }
 }
 
 /// Where a profile file is wrong: the field (a dotted path) and what it must be.

@@ -1,7 +1,9 @@
 //! The cost model and simulator: exact makespans on hand-computed cases, the textbook bubble
 //! fractions, lower bounds, memory from the actual order, and the pictures.
 
+use mpipe::cost::model::CostModel;
 use mpipe::ir::Op;
+use mpipe::plan::Plan;
 use mpipe::resolve::loader::MemoryLoader;
 use mpipe::sim::report::Simulation;
 use proptest::prelude::*;
@@ -301,9 +303,8 @@ fn measured_profiles_become_per_layer_costs() {
     use mpipe::sim::measured::{Profile, RankProfile, StepProfile, compare};
     let (derived, _) = simulate(&unit_plan(3, 4, "gpipe", 2, None));
     let ir = &derived.ir;
-    let step = |rank: usize, scale: f64| StepProfile {
-        seconds: scale * 20.0 + rank as f64,
-        instructions: ir.ranks[rank]
+    let times = |rank: usize, scale: f64| -> Vec<f64> {
+        ir.ranks[rank]
             .instructions
             .iter()
             .map(|i| {
@@ -315,7 +316,13 @@ fn measured_profiles_become_per_layer_costs() {
                         _ => 0.0,
                     }
             })
-            .collect(),
+            .collect()
+    };
+    // The thread's CPU seconds: half the wall clock's.
+    let step = |rank: usize, scale: f64| StepProfile {
+        seconds: scale * 20.0 + rank as f64,
+        instructions: times(rank, scale),
+        cpu: times(rank, scale / 2.0),
     };
     let profile = Profile {
         ranks: (0..3)
@@ -328,6 +335,13 @@ fn measured_profiles_become_per_layer_costs() {
     // GPipe: every forward of mb 0 waits for one flight per boundary, then the pipeline.
     let expected = 6.0 * 3.0 + 4.0 * 0.25;
     assert!(close(c.predicted, expected), "{} != {expected}", c.predicted);
+    // A step's compute instructions over the ranks: 3 ranks, 4 microbatches, 1 + 2 s each.
+    assert!(close(c.compute, 36.0) && c.compute_cpu.is_some_and(|t| close(t, 18.0)), "{c:?}");
+    // A runtime that gave no CPU seconds: the wall clock's alone.
+    let mut older = profile;
+    older.ranks[1].steps.iter_mut().for_each(|s| s.cpu.clear());
+    let c = compare(ir, &older).unwrap();
+    assert!(close(c.compute, 36.0) && c.compute_cpu.is_none(), "{c:?}");
     let bad = Profile { ranks: vec![] };
     assert!(compare(ir, &bad).is_err());
 }
@@ -377,6 +391,13 @@ fn profiled_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu: 
 /// [`profiled_1f1b`] with each message delivered `delivery` seconds after its send (the
 /// profile's point-to-point α).
 fn delivered_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu: f64, delivery: f64) -> f64 {
+    let plan = profiled_1f1b_plan(host, dp, grad_bytes, alpha, message_cpu, delivery);
+    let (_, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
+    sim.report.step_time_s
+}
+
+/// The plan [`delivered_1f1b`] simulates.
+fn profiled_1f1b_plan(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu: f64, delivery: f64) -> Plan {
     let layer = format!(
         r#"{{"forward_s": 1, "backward_input_s": 9, "backward_weight_s": 9, "backward_s": 2, "optimizer_s": 0, "output_bytes": 0, "grad_bytes": {grad_bytes}}}"#
     );
@@ -389,9 +410,25 @@ fn delivered_1f1b(host: &str, dp: u32, grad_bytes: f64, alpha: f64, message_cpu:
     let plan = unit_plan(3, 3, "1f1b", 1, None)
         .replace("devices = 3; pp = 3;", &format!("devices = {}; pp = 3; dp = {dp}; profile = \"p.json\";", 3 * dp));
     let checked = profiled_plan(&plan, &profile, &[]);
-    let plan = checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
-    let (_, sim) = mpipe::driver::build(&plan).unwrap().into_simulated();
-    sim.report.step_time_s
+    checked.plan.unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+}
+
+/// A step's compute as a profile gives it: 3 ranks, 3 microbatches, f = 1 and b = 2 a stage,
+/// 3 · 3 · 3 = 27 s; with the profile's kernels twice as long (a host running at half the
+/// speed), 54 s, and the step of a device each (M + P − 1)(f + b) = 15 s becomes 30 s, on the
+/// same lists.
+#[test]
+fn a_profile_kernels_scaled_scale_the_compute() {
+    let plan = profiled_1f1b_plan("", 1, 0.0, 0.0, 0.0, 0.0);
+    let built = mpipe::driver::build(&plan).unwrap();
+    let compute = |plan: &Plan| mpipe::sim::costs::compute_seconds(&CostModel::new(plan), &built.derived.ir);
+    assert!(close(compute(&plan), 27.0), "{}", compute(&plan));
+    let mut slower = plan.clone();
+    let profile = plan.cluster.profile.as_ref().unwrap().kernels_scaled(2.0);
+    slower.cluster.profile = Some(std::sync::Arc::new(profile));
+    assert!(close(compute(&slower), 54.0), "{}", compute(&slower));
+    let step = mpipe::sim::report::simulate(&built.derived, &CostModel::new(&slower)).report.step_time_s;
+    assert!(close(built.evaluate().report.step_time_s, 15.0) && close(step, 30.0), "{step}");
 }
 
 /// The runtime flattens an all-reduce instruction's gradients into buckets of at most 25 MiB,

@@ -683,4 +683,11 @@ fn a_profile_predicts_a_held_out_plans_step() {
     // here stretches the measured step, by up to (ranks + other busy processes) / cores: on
     // this 2-core machine with 3 ranks and a load of 8, about 5.
     assert!(predicted > fastest / 6.0 && predicted < measured * 3.0, "{line}");
+    // The same with its kernels at this run's speed: the run's compute seconds over those the
+    // profile gives the same lists, each in the clock the profile's run timed (CPU seconds
+    // where 3 ranks share fewer cores, else the wall clock, which the load stretches as above).
+    let at = line.split("; ").find(|p| p.contains("at this run's speed")).unwrap_or_else(|| panic!("{line}"));
+    let ratio: f64 =
+        at.split("(x").nth(1).and_then(|r| r.split(',').next()?.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    assert!(ratio > 1.0 / 6.0 && ratio < 6.0, "{line}");
 }

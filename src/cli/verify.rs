@@ -3,7 +3,10 @@
 //! runtime (`python -m mpipec.torch.verify`) in N × D processes and in one, compared.
 
 use mpipe::algebra::Skeleton;
+use mpipe::cost::model::CostModel;
+use mpipe::derive::Derived;
 use mpipe::plan::Plan;
+use mpipe::sim::measured::Comparison;
 use std::path::{Path, PathBuf};
 
 use super::check::Source;
@@ -156,14 +159,14 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         Ok(mini) => mini,
         Err(status) => return status,
     };
-    let (ir, predicted) = match mpipe::driver::build(&mini) {
+    let (derived, predicted) = match mpipe::driver::build(&mini) {
         Ok(built) => {
             let predicted = mini
                 .cluster
                 .profile
                 .is_some()
                 .then(|| Predicted { step: built.evaluate().report.step_time_s, device_each: device_each(&mini) });
-            (built.derived.ir, predicted)
+            (built.derived, predicted)
         }
         Err(invalid) => return super::build::internal_error(&invalid),
     };
@@ -182,7 +185,7 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         None => std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id())),
     };
     let case = serde_json::json!({ "title": title, "steps": steps });
-    if let Err(e) = write_run(&dir, &ir, &config, &case) {
+    if let Err(e) = write_run(&dir, &derived.ir, &config, &case) {
         return usage_error(global, &format!("cannot write the run to `{}`: {e}", dir.display()), EXIT_USAGE);
     }
     let package = match super::python::package_root() {
@@ -204,9 +207,9 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
     let measured = options.profile.is_some().then(|| std::fs::read_to_string(dir.join("profile.json")));
     let _ = std::fs::remove_dir_all(&dir);
     match (status, measured) {
-        (0, Some(text)) => report_profile(&ir, &mini, text, predicted),
+        (0, Some(text)) => report_profile(&derived, &mini, text, predicted),
         // Outside tolerance: the run still ran every step, and its timings are worth seeing.
-        (EXIT_INPUT, Some(Ok(text))) => report_profile(&ir, &mini, Ok(text), predicted).max(EXIT_INPUT),
+        (EXIT_INPUT, Some(Ok(text))) => report_profile(&derived, &mini, Ok(text), predicted).max(EXIT_INPUT),
         (status, _) => status,
     }
 }
@@ -245,18 +248,33 @@ fn device_each(mini: &Plan) -> Option<f64> {
     Some(mpipe::driver::build(&alone).ok()?.evaluate().report.step_time_s)
 }
 
+/// The profile's prediction with its kernels at the speed this run measured them, and the
+/// ratio: the layers' times scaled by the run's compute seconds over those the profile gives
+/// the same lists, in the clock the profile's run timed its instructions with (CPU seconds
+/// where the ranks share the cores). The host's speed drifts between a profile and a run on a
+/// shared machine; what this leaves of the difference is the rest of the model's.
+fn at_run_speed(derived: &Derived, mini: &Plan, c: &Comparison) -> Option<(f64, f64)> {
+    let (profile, ir) = (mini.cluster.profile.as_ref()?, &derived.ir);
+    let model = CostModel::new(mini);
+    let shared = model.measured().and_then(|m| m.shared(mini.cluster.dp));
+    let run = if shared.is_some_and(|s| s.contended(ir.ranks.len())) { c.compute_cpu? } else { c.compute };
+    let profiled = mpipe::sim::costs::compute_seconds(&model, ir);
+    if run <= 0.0 || profiled <= 0.0 {
+        return None;
+    }
+    let ratio = run / profiled;
+    let mut scaled = mini.clone();
+    scaled.cluster.profile = Some(std::sync::Arc::new(profile.kernels_scaled(ratio)));
+    Some((ratio, mpipe::sim::report::simulate(derived, &CostModel::new(&scaled)).report.step_time_s))
+}
+
 /// The measured step beside the one the cost model predicts from the measured per-layer costs,
 /// and from the profile (`--profile FILE`) when there is one.
-fn report_profile(
-    ir: &mpipe::ir::PlanIr,
-    mini: &Plan,
-    text: std::io::Result<String>,
-    predicted: Option<Predicted>,
-) -> u8 {
+fn report_profile(derived: &Derived, mini: &Plan, text: std::io::Result<String>, predicted: Option<Predicted>) -> u8 {
     let compared = text
         .map_err(|e| format!("cannot read the runtime's profile: {e}"))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
-        .and_then(|p| mpipe::sim::measured::compare(ir, &p));
+        .and_then(|p| mpipe::sim::measured::compare(&derived.ir, &p));
     match compared {
         Ok(c) => {
             println!(
@@ -276,8 +294,15 @@ fn report_profile(
                         (a / c.measured - 1.0) * 100.0
                     )
                 });
+                let at_speed = at_run_speed(derived, mini, &c).map_or(String::new(), |(ratio, step)| {
+                    format!(
+                        "; {:.1} ms with its kernels at this run's speed (x{ratio:.3}, {:+.1} %)",
+                        step * 1e3,
+                        (step / c.measured - 1.0) * 100.0
+                    )
+                });
                 println!(
-                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest){alone}",
+                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest){alone}{at_speed}",
                     c.measured * 1e3,
                     c.fastest * 1e3,
                     p.step * 1e3,

@@ -72,14 +72,18 @@ impl ModelDurations<'_> {
         measured.unwrap_or_else(|| held.into_iter().map(|l| m.optimizer_time(l)).sum())
     }
 
+    /// A compute instruction's kernels: its stage's layers, for its share of the microbatch's
+    /// images (0 for any other instruction).
+    pub fn kernels(&self, i: &Instr) -> f64 {
+        let share = i.share(self.model.plan().batch.images as u32);
+        cost::compute_time(self.model, i.op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0)) * share
+    }
+
     /// The instruction's own work, without what the runtime adds to every instruction.
     fn work(&self, rank: u32, i: &Instr) -> f64 {
         let m = self.model;
         match i.op {
-            op if op.is_compute() => {
-                let share = i.share(m.plan().batch.images as u32);
-                cost::compute_time(m, op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0)) * share
-            }
+            op if op.is_compute() => self.kernels(i),
             Op::Send if m.send_occupies() => self.transfer(rank, i.peer.unwrap_or(rank), i),
             Op::AllReduce => {
                 let layers = match i.stage {
@@ -92,6 +96,13 @@ impl ModelDurations<'_> {
             _ => 0.0,
         }
     }
+}
+
+/// A step's compute: every rank's compute instructions' kernels, summed (a data-parallel
+/// replica's, the same lists, not counted).
+pub fn compute_seconds(model: &CostModel, ir: &PlanIr) -> f64 {
+    let durations = ModelDurations::new(model, ir);
+    ir.ranks.iter().flat_map(|r| &r.instructions).map(|i| durations.kernels(i)).sum()
 }
 
 impl Durations for ModelDurations<'_> {

@@ -28,6 +28,9 @@ pub struct StepProfile {
     pub seconds: f64,
     /// Per instruction of the rank's list, in order.
     pub instructions: Vec<f64>,
+    /// The same in the rank's thread's CPU seconds (absent from older runtimes).
+    #[serde(default)]
+    pub cpu: Vec<f64>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -41,6 +44,10 @@ pub struct Comparison {
     pub predicted: f64,
     /// Steps used: all but the first (warm-up) when there are several.
     pub steps: usize,
+    /// The step's compute instructions over every rank, the median over the steps used, in
+    /// the wall clock and in CPU seconds (where the runtime gave them).
+    pub compute: f64,
+    pub compute_cpu: Option<f64>,
 }
 
 impl Comparison {
@@ -126,13 +133,14 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
     let mut compute: std::collections::BTreeMap<(u32, Op), Vec<f64>> = Default::default();
     let mut local: Vec<std::collections::BTreeMap<Op, Vec<f64>>> = vec![Default::default(); ir.ranks.len()];
     let mut receives = Vec::new();
+    let (mut compute_wall, mut compute_cpu) = (vec![0.0; used.len()], Some(vec![0.0; used.len()]));
     for rp in &profile.ranks {
         let list = &ir
             .ranks
             .get(rp.rank as usize)
             .ok_or_else(|| format!("the profile names rank {}, which the plan lacks", rp.rank))?
             .instructions;
-        for step in &rp.steps[used.clone()] {
+        for (k, step) in rp.steps[used.clone()].iter().enumerate() {
             if step.instructions.len() != list.len() {
                 return Err(format!(
                     "rank {}: {} timings for {} instructions",
@@ -141,6 +149,11 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
                     list.len()
                 ));
             }
+            compute_wall[k] += compute_of(list, &step.instructions);
+            compute_cpu = compute_cpu.filter(|_| step.cpu.len() == list.len()).map(|mut c| {
+                c[k] += compute_of(list, &step.cpu);
+                c
+            });
             for (i, &t) in list.iter().zip(&step.instructions) {
                 match i.op {
                     op if op.is_compute() => compute.entry((i.stage.unwrap_or(0), op)).or_default().push(t),
@@ -177,5 +190,17 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
     let steps: Vec<f64> =
         used.clone().map(|k| profile.ranks.iter().map(|r| r.steps[k].seconds).fold(0.0, f64::max)).collect();
     let fastest = steps.iter().cloned().fold(f64::INFINITY, f64::min);
-    Ok(Comparison { measured: median(steps), fastest, predicted: timeline.makespan(), steps: used.len() })
+    Ok(Comparison {
+        measured: median(steps),
+        fastest,
+        predicted: timeline.makespan(),
+        steps: used.len(),
+        compute: median(compute_wall),
+        compute_cpu: compute_cpu.map(median),
+    })
+}
+
+/// A step's seconds in a rank's compute instructions.
+fn compute_of(list: &[Instr], times: &[f64]) -> f64 {
+    list.iter().zip(times).filter(|(i, _)| i.op.is_compute()).map(|(_, t)| t).sum()
 }

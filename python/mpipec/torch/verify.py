@@ -287,8 +287,10 @@ def compare_steps(ranks, ref, steps, worst):
 
 
 def write_profile(ranks, out_dir):
-    """What `mpipec verify --profile` reads back (src/sim/measured.rs)."""
-    steps_of = lambda r: [{"seconds": t, "instructions": d} for t, d in zip(r["step_seconds"], r["timings"])]
+    """What `mpipec verify --profile` reads back (src/sim/measured.rs): each step's seconds and
+    its instructions' in the wall clock, and the instructions' in the thread's CPU seconds."""
+    steps_of = lambda r: [{"seconds": t, "instructions": d, "cpu": c}
+                          for t, d, c in zip(r["step_seconds"], r["timings"], r["cpu_timings"])]
     with open(os.path.join(out_dir, "profile.json"), "w") as f:
         json.dump({"ranks": [{"rank": k, "steps": steps_of(r)} for k, r in enumerate(ranks)]}, f)
 
