@@ -4,7 +4,7 @@
 
 use mpipe::algebra::Skeleton;
 use mpipe::cost::model::CostModel;
-use mpipe::derive::Derived;
+use mpipe::driver::Built;
 use mpipe::plan::Plan;
 use mpipe::sim::measured::Comparison;
 use std::path::{Path, PathBuf};
@@ -159,17 +159,15 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         Ok(mini) => mini,
         Err(status) => return status,
     };
-    let (derived, predicted) = match mpipe::driver::build(&mini) {
-        Ok(built) => {
-            let predicted = mini
-                .cluster
-                .profile
-                .is_some()
-                .then(|| Predicted { step: built.evaluate().report.step_time_s, device_each: device_each(&mini) });
-            (built.derived, predicted)
-        }
+    let built = match mpipe::driver::build(&mini) {
+        Ok(built) => built,
         Err(invalid) => return super::build::internal_error(&invalid),
     };
+    let predicted = mini
+        .cluster
+        .profile
+        .is_some()
+        .then(|| Predicted { step: built.evaluate().report.step_time_s, device_each: device_each(&mini) });
     let config = match model_config(&options.model, &mini) {
         Ok(c) => c,
         Err((message, status)) => return usage_error(global, &message, status),
@@ -185,7 +183,7 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         None => std::env::temp_dir().join(format!("mpipec-verify-{}", std::process::id())),
     };
     let case = serde_json::json!({ "title": title, "steps": steps });
-    if let Err(e) = write_run(&dir, &derived.ir, &config, &case) {
+    if let Err(e) = write_run(&dir, &built.derived.ir, &config, &case) {
         return usage_error(global, &format!("cannot write the run to `{}`: {e}", dir.display()), EXIT_USAGE);
     }
     let package = match super::python::package_root() {
@@ -207,9 +205,9 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
     let measured = options.profile.is_some().then(|| std::fs::read_to_string(dir.join("profile.json")));
     let _ = std::fs::remove_dir_all(&dir);
     match (status, measured) {
-        (0, Some(text)) => report_profile(&derived, &mini, text, predicted),
+        (0, Some(text)) => report_profile(&built, text, predicted),
         // Outside tolerance: the run still ran every step, and its timings are worth seeing.
-        (EXIT_INPUT, Some(Ok(text))) => report_profile(&derived, &mini, Ok(text), predicted).max(EXIT_INPUT),
+        (EXIT_INPUT, Some(Ok(text))) => report_profile(&built, Ok(text), predicted).max(EXIT_INPUT),
         (status, _) => status,
     }
 }
@@ -253,28 +251,29 @@ fn device_each(mini: &Plan) -> Option<f64> {
 /// the same lists, in the clock the profile's run timed its instructions with (CPU seconds
 /// where the ranks share the cores). The host's speed drifts between a profile and a run on a
 /// shared machine; what this leaves of the difference is the rest of the model's.
-fn at_run_speed(derived: &Derived, mini: &Plan, c: &Comparison) -> Option<(f64, f64)> {
-    let (profile, ir) = (mini.cluster.profile.as_ref()?, &derived.ir);
-    let model = CostModel::new(mini);
-    let shared = model.measured().and_then(|m| m.shared(mini.cluster.dp));
+fn at_run_speed(built: &Built, c: &Comparison) -> Option<(f64, f64)> {
+    let (mini, ir) = (built.plan(), &built.derived.ir);
+    let profile = mini.cluster.profile.as_ref()?;
+    let shared = built.costs.measured().and_then(|m| m.shared(mini.cluster.dp));
     let run = if shared.is_some_and(|s| s.contended(ir.ranks.len())) { c.compute_cpu? } else { c.compute };
-    let profiled = mpipe::sim::costs::compute_seconds(&model, ir);
+    let profiled = mpipe::sim::costs::compute_seconds(&built.costs, ir);
     if run <= 0.0 || profiled <= 0.0 {
         return None;
     }
     let ratio = run / profiled;
     let mut scaled = mini.clone();
     scaled.cluster.profile = Some(std::sync::Arc::new(profile.kernels_scaled(ratio)));
-    Some((ratio, mpipe::sim::report::simulate(derived, &CostModel::new(&scaled)).report.step_time_s))
+    Some((ratio, mpipe::sim::report::simulate(&built.derived, &CostModel::new(&scaled)).report.step_time_s))
 }
 
 /// The measured step beside the one the cost model predicts from the measured per-layer costs,
 /// and from the profile (`--profile FILE`) when there is one.
-fn report_profile(derived: &Derived, mini: &Plan, text: std::io::Result<String>, predicted: Option<Predicted>) -> u8 {
+fn report_profile(built: &Built, text: std::io::Result<String>, predicted: Option<Predicted>) -> u8 {
+    let mini = built.plan();
     let compared = text
         .map_err(|e| format!("cannot read the runtime's profile: {e}"))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("the runtime's profile is malformed: {e}")))
-        .and_then(|p| mpipe::sim::measured::compare(&derived.ir, &p));
+        .and_then(|p| mpipe::sim::measured::compare(&built.derived.ir, &p));
     match compared {
         Ok(c) => {
             println!(
@@ -294,7 +293,7 @@ fn report_profile(derived: &Derived, mini: &Plan, text: std::io::Result<String>,
                         (a / c.measured - 1.0) * 100.0
                     )
                 });
-                let at_speed = at_run_speed(derived, mini, &c).map_or(String::new(), |(ratio, step)| {
+                let at_speed = at_run_speed(built, &c).map_or(String::new(), |(ratio, step)| {
                     format!(
                         "; {:.1} ms with its kernels at this run's speed (x{ratio:.3}, {:+.1} %)",
                         step * 1e3,

@@ -133,7 +133,8 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
     let mut compute: std::collections::BTreeMap<(u32, Op), Vec<f64>> = Default::default();
     let mut local: Vec<std::collections::BTreeMap<Op, Vec<f64>>> = vec![Default::default(); ir.ranks.len()];
     let mut receives = Vec::new();
-    let (mut compute_wall, mut compute_cpu) = (vec![0.0; used.len()], Some(vec![0.0; used.len()]));
+    let (mut compute_wall, mut compute_cpu) = (vec![0.0; used.len()], vec![0.0; used.len()]);
+    let mut cpu_given = true;
     for rp in &profile.ranks {
         let list = &ir
             .ranks
@@ -150,10 +151,8 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
                 ));
             }
             compute_wall[k] += compute_of(list, &step.instructions);
-            compute_cpu = compute_cpu.filter(|_| step.cpu.len() == list.len()).map(|mut c| {
-                c[k] += compute_of(list, &step.cpu);
-                c
-            });
+            compute_cpu[k] += compute_of(list, &step.cpu);
+            cpu_given &= step.cpu.len() == list.len();
             for (i, &t) in list.iter().zip(&step.instructions) {
                 match i.op {
                     op if op.is_compute() => compute.entry((i.stage.unwrap_or(0), op)).or_default().push(t),
@@ -196,7 +195,7 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
         predicted: timeline.makespan(),
         steps: used.len(),
         compute: median(compute_wall),
-        compute_cpu: compute_cpu.map(median),
+        compute_cpu: cpu_given.then(|| median(compute_cpu)),
     })
 }
 

@@ -328,12 +328,6 @@ def steady(ranks):
                 yield r["rank"], seconds, times
 
 
-def held_layers(plan, rank, region=None):
-    """The layers `rank` holds, of `region` or of all: its own stages' and every replicated one's."""
-    return [layer for s in plan["stages"] if s.get("rank") in (None, rank) and region in (None, s["region"])
-            for layer in range(*s["layers"])]
-
-
 def _isolated(layers, kinds_of, span, field):
     return sum(layers[kinds_of[layer]][field] for layer in span if kinds_of[layer] in layers)
 
@@ -443,10 +437,12 @@ def ring_seconds(fit, k, nbytes):
 
 def _reduced_layers(plan, i):
     """The layers whose gradients all-reduce instruction `i` sums: its bucket's stage, or every
-    layer of its region (replicated, so rank 0's)."""
+    layer of its region that rank 0 holds (replicated, so every rank's)."""
     if i.get("stage") is not None:
         return range(*plan["stages"][i["stage"]]["layers"])
-    return held_layers(plan, 0, i.get("region"))
+    region = i.get("region")
+    return [layer for s in plan["stages"] if s.get("rank") in (None, 0) and region in (None, s["region"])
+            for layer in range(*s["layers"])]
 
 
 def reduction_scale(plan, ranks, layers, kinds_of, fit):
