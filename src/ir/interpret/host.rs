@@ -60,25 +60,25 @@ impl Shared {
 }
 
 /// The balancings' phases the step is run at, as fractions of the interval.
-const PHASES: [f64; 4] = [0.0, 0.25, 0.5, 0.75];
+pub const PHASES: [f64; 4] = [0.0, 0.25, 0.5, 0.75];
 
 /// The step on the shared host: at each of the balancings' phases, the run whose step ends
 /// second of the four (the lower middle); one run where the host balances at once.
 pub(super) fn run(ir: &PlanIr, durations: &dyn Durations, shared: Shared) -> Result<Timeline, Deadlock> {
     let phases: &[f64] = if shared.balance > 0.0 { &PHASES } else { &PHASES[..1] };
-    let mut runs: Vec<Result<Timeline, Deadlock>> = phases
-        .iter()
-        .map(|&phase| {
-            let mut m = Machine::new(ir, durations);
-            run_at(&mut m, shared, phase * shared.balance);
-            m.timeline()
-        })
-        .collect();
-    runs.sort_by(|a, b| match (a, b) {
-        (Ok(a), Ok(b)) => a.makespan().total_cmp(&b.makespan()),
-        (a, b) => a.is_ok().cmp(&b.is_ok()),
-    });
-    runs.swap_remove((runs.len() - 1) / 2)
+    super::middle(phases.iter().map(|&phase| run_phase(ir, durations, shared, phase)).collect())
+}
+
+/// The step with the balancings at `phase`, a fraction of their interval.
+pub(super) fn run_phase(
+    ir: &PlanIr,
+    durations: &dyn Durations,
+    shared: Shared,
+    phase: f64,
+) -> Result<Timeline, Deadlock> {
+    let mut m = Machine::new(ir, durations);
+    run_at(&mut m, shared, phase * shared.balance);
+    m.timeline()
 }
 
 /// A time, ordered (the simulator's times are finite).

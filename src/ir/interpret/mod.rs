@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use crate::ir::{Dir, Group, Instr, Op, PlanIr};
 
-pub use host::Shared;
+pub use host::{PHASES, Shared};
 
 /// Start and end of every instruction, by rank and index.
 #[derive(Clone, Debug, PartialEq)]
@@ -271,6 +271,29 @@ pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock>
     if let Some(shared) = durations.shared().filter(|s| s.contended(ir.ranks.len())) {
         return host::run(ir, durations, shared);
     }
+    run_devices(ir, durations)
+}
+
+/// One run with a shared host's balancings at `phase`, a fraction of their interval (one of
+/// [`PHASES`]); as `run` where each rank has a device of its own.
+pub fn run_at_phase(ir: &PlanIr, durations: &dyn Durations, phase: f64) -> Result<Timeline, Deadlock> {
+    match durations.shared().filter(|s| s.contended(ir.ranks.len())) {
+        Some(shared) => host::run_phase(ir, durations, shared, phase),
+        None => run_devices(ir, durations),
+    }
+}
+
+/// Of several runs of one step, the one whose step is the middle (the lower middle of an even
+/// count), a run that deadlocked counting as the slowest.
+pub fn middle(mut runs: Vec<Result<Timeline, Deadlock>>) -> Result<Timeline, Deadlock> {
+    runs.sort_by(|a, b| match (a, b) {
+        (Ok(a), Ok(b)) => a.makespan().total_cmp(&b.makespan()),
+        (a, b) => b.is_ok().cmp(&a.is_ok()),
+    });
+    runs.swap_remove((runs.len() - 1) / 2)
+}
+
+fn run_devices(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
     let mut m = Machine::new(ir, durations);
     devices(&mut m);
     m.timeline()
