@@ -100,6 +100,10 @@ pub struct Profile {
     pub p2p: Option<AlphaBeta>,
     /// By group (`pp`, `dp`).
     pub all_reduce: BTreeMap<String, AlphaBeta>,
+    /// The host's speed over the profile's run, per rank: each compute instruction in the order
+    /// it ran, as (its median seconds over the steps, its time then over that median). Empty in
+    /// older profiles.
+    pub speed_trace: Vec<Vec<(f64, f64)>>,
 }
 
 impl Profile {
@@ -249,6 +253,31 @@ fn parts(v: &Value) -> Result<Vec<ModelPart>, Malformed> {
         .collect()
 }
 
+/// `speed_trace`: per rank, [seconds, ratio] pairs, the seconds 0 or more and the ratio above 0.
+fn speed_trace(v: &Value) -> Result<Vec<Vec<(f64, f64)>>, Malformed> {
+    fn list<'v>(x: &'v Value, path: &str) -> Result<&'v Vec<Value>, Malformed> {
+        x.as_array().ok_or_else(|| malformed(path, "must be a list"))
+    }
+    list(v, "speed_trace")?
+        .iter()
+        .enumerate()
+        .map(|(r, rank)| {
+            let path = format!("speed_trace[{r}]");
+            list(rank, &path)?
+                .iter()
+                .enumerate()
+                .map(|(k, pair)| {
+                    let numbers: Option<Vec<f64>> = pair.as_array().and_then(|p| p.iter().map(Value::as_f64).collect());
+                    match numbers.as_deref() {
+                        Some(&[s, x]) if s.is_finite() && s >= 0.0 && x.is_finite() && x > 0.0 => Ok((s, x)),
+                        _ => Err(malformed(&format!("{path}[{k}]"), "must be [seconds of 0 or more, a ratio above 0]")),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Parses a profile file's text; `Err` names the field that is wrong (or says where the JSON
 /// stops making sense, for a truncated file).
 pub fn parse(text_of_file: &str) -> Result<Profile, Malformed> {
@@ -297,6 +326,7 @@ pub fn parse(text_of_file: &str) -> Result<Profile, Malformed> {
         runtime: v.get("runtime").filter(|r| !r.is_null()).map(runtime).transpose()?,
         p2p: v.get("p2p").filter(|r| !r.is_null()).map(|p| alpha_beta(p, "p2p")).transpose()?,
         all_reduce,
+        speed_trace: v.get("speed_trace").filter(|t| !t.is_null()).map(speed_trace).transpose()?.unwrap_or_default(),
     })
 }
 

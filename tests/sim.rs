@@ -342,6 +342,18 @@ fn measured_profiles_become_per_layer_costs() {
     older.ranks[1].steps.iter_mut().for_each(|s| s.cpu.clear());
     let c = compare(ir, &older).unwrap();
     assert!(close(c.compute, 36.0) && c.compute_cpu.is_none(), "{c:?}");
+    // Each instruction at its median over the steps: a forward of rank 0 that ran 2 s long, a
+    // different one in each of three steps, leaves it at 36 s (every step's sum was 38 s).
+    let mut slow = older;
+    slow.ranks[0].steps.push(step(0, 1.0));
+    slow.ranks.iter_mut().skip(1).for_each(|r| r.steps.push(step(r.rank as usize, 1.0)));
+    let forwards: Vec<usize> =
+        (0..ir.ranks[0].instructions.len()).filter(|&k| ir.ranks[0].instructions[k].op == Op::Forward).collect();
+    for (n, s) in slow.ranks[0].steps[1..].iter_mut().enumerate() {
+        s.instructions[forwards[n]] += 2.0;
+    }
+    let c = compare(ir, &slow).unwrap();
+    assert!(close(c.compute, 36.0), "{c:?}");
     let bad = Profile { ranks: vec![] };
     assert!(compare(ir, &bad).is_err());
 }
@@ -429,6 +441,31 @@ fn a_profile_kernels_scaled_scale_the_compute() {
     assert!(close(compute(&slower), 54.0), "{}", compute(&slower));
     let step = mpipe::sim::report::simulate(&built.derived, &CostModel::new(&slower)).report.step_time_s;
     assert!(close(built.evaluate().report.step_time_s, 15.0) && close(step, 30.0), "{step}");
+}
+
+/// The host's speed over the profile's run (`speed_trace`): each rank's compute goes through a
+/// stretch of the trace drawn for it, and the step is the median of the draws. A trace one
+/// second round, half at the typical speed and half at a third of it, doubles every
+/// instruction of a whole number of seconds (f = 1, b = 2) wherever a draw enters it: the step
+/// of a device each, 15 s, becomes 30 s, the step of kernels twice as long. A trace all at the
+/// typical speed leaves it at 15 s.
+#[test]
+fn a_profile_speed_trace_runs_the_step_through_the_hosts_slow_stretches() {
+    let plan = profiled_1f1b_plan("", 1, 0.0, 0.0, 0.0, 0.0);
+    let built = mpipe::driver::build(&plan).unwrap();
+    let step = |trace: Vec<(f64, f64)>| {
+        let mut traced = plan.clone();
+        let profile = plan.cluster.profile.as_ref().unwrap();
+        let with = mpipe::profile::Profile { speed_trace: vec![trace; 3], ..(**profile).clone() };
+        traced.cluster.profile = Some(std::sync::Arc::new(with));
+        mpipe::sim::report::simulate(&built.derived, &CostModel::new(&traced)).report.step_time_s
+    };
+    assert!(close(step(vec![(0.5, 1.0), (0.5, 3.0)]), 30.0), "{}", step(vec![(0.5, 1.0), (0.5, 3.0)]));
+    assert!(close(step(vec![(0.3, 1.0), (2.0, 1.0)]), 15.0));
+    // Stretches longer than an instruction: each draw's step between the fast and the slow
+    // host's, the same on every run.
+    let mixed = step(vec![(4.0, 1.0), (4.0, 3.0)]);
+    assert!((15.0..=45.0).contains(&mixed) && mixed == step(vec![(4.0, 1.0), (4.0, 3.0)]), "{mixed}");
 }
 
 /// The runtime flattens an all-reduce instruction's gradients into buckets of at most 25 MiB,
@@ -582,6 +619,7 @@ fn a_partial_or_broken_profile_is_reported_by_file_and_field() {
         (full[..full.len() / 2].to_string(), "ends early"),
         (full.replace(r#""forward_s": 1"#, r#""forward_s": "fast""#), "layers.lm:first.forward_s"),
         (full.replace(r#""format": 1"#, r#""format": 7"#), "field `format`"),
+        (full.replace(r#""date""#, r#""speed_trace": [[[0.001, 1.2], [0.002, 0]]], "date""#), "speed_trace[0][1]"),
     ] {
         let checked = profiled(&text, &[]);
         let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");

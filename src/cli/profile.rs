@@ -103,7 +103,26 @@ fn summary(p: &Profile) -> String {
             us(r.message_cpu_s)
         ));
     }
+    if let Some(line) = speed_summary(&p.speed_trace) {
+        lines.push(line);
+    }
     lines.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// How far the host's speed moved over the profile's run: the instructions' time against their
+/// medians', and the ratio a tenth of them ran over.
+fn speed_summary(trace: &[Vec<(f64, f64)>]) -> Option<String> {
+    let pieces: Vec<(f64, f64)> = trace.iter().flatten().copied().collect();
+    let typical: f64 = pieces.iter().map(|(s, _)| s).sum();
+    let took: f64 = pieces.iter().map(|(s, x)| s * x).sum();
+    let mut ratios: Vec<f64> = pieces.iter().map(|(_, x)| *x).collect();
+    ratios.sort_by(f64::total_cmp);
+    let tenth = *ratios.get(ratios.len() * 9 / 10)?;
+    Some(format!(
+        "host's speed: {} compute instructions took {:.2} times their medians in all, a tenth of them over {tenth:.2} times; `sim` runs the step through it",
+        pieces.len(),
+        took / typical.max(f64::MIN_POSITIVE)
+    ))
 }
 
 pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {

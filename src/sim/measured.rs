@@ -44,8 +44,9 @@ pub struct Comparison {
     pub predicted: f64,
     /// Steps used: all but the first (warm-up) when there are several.
     pub steps: usize,
-    /// The step's compute instructions over every rank, the median over the steps used, in
-    /// the wall clock and in CPU seconds (where the runtime gave them).
+    /// The step's compute instructions over every rank, each its median over the steps used (as
+    /// a profile's layer times are, `mpipec.torch.profile`), in the wall clock and in CPU
+    /// seconds (where the runtime gave them).
     pub compute: f64,
     pub compute_cpu: Option<f64>,
 }
@@ -133,7 +134,7 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
     let mut compute: std::collections::BTreeMap<(u32, Op), Vec<f64>> = Default::default();
     let mut local: Vec<std::collections::BTreeMap<Op, Vec<f64>>> = vec![Default::default(); ir.ranks.len()];
     let mut receives = Vec::new();
-    let (mut compute_wall, mut compute_cpu) = (vec![0.0; used.len()], vec![0.0; used.len()]);
+    let (mut compute_wall, mut compute_cpu) = (0.0, 0.0);
     let mut cpu_given = true;
     for rp in &profile.ranks {
         let list = &ir
@@ -141,7 +142,7 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
             .get(rp.rank as usize)
             .ok_or_else(|| format!("the profile names rank {}, which the plan lacks", rp.rank))?
             .instructions;
-        for (k, step) in rp.steps[used.clone()].iter().enumerate() {
+        for step in &rp.steps[used.clone()] {
             if step.instructions.len() != list.len() {
                 return Err(format!(
                     "rank {}: {} timings for {} instructions",
@@ -150,8 +151,6 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
                     list.len()
                 ));
             }
-            compute_wall[k] += compute_of(list, &step.instructions);
-            compute_cpu[k] += compute_of(list, &step.cpu);
             cpu_given &= step.cpu.len() == list.len();
             for (i, &t) in list.iter().zip(&step.instructions) {
                 match i.op {
@@ -161,6 +160,9 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
                 }
             }
         }
+        let steps = &rp.steps[used.clone()];
+        compute_wall += typical_compute(list, steps, |s| &s.instructions);
+        compute_cpu += typical_compute(list, steps, |s| &s.cpu);
     }
     let mut layers = MeasuredLayers {
         forward: vec![0.0; layer_count],
@@ -194,12 +196,14 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
         fastest,
         predicted: timeline.makespan(),
         steps: used.len(),
-        compute: median(compute_wall),
-        compute_cpu: cpu_given.then(|| median(compute_cpu)),
+        compute: compute_wall,
+        compute_cpu: cpu_given.then_some(compute_cpu),
     })
 }
 
-/// A step's seconds in a rank's compute instructions.
-fn compute_of(list: &[Instr], times: &[f64]) -> f64 {
-    list.iter().zip(times).filter(|(i, _)| i.op.is_compute()).map(|(_, t)| t).sum()
+/// A rank's compute instructions, each its median over `steps` of the times `of` gives (none
+/// where a step lacks them).
+fn typical_compute(list: &[Instr], steps: &[StepProfile], of: impl Fn(&StepProfile) -> &Vec<f64>) -> f64 {
+    let computes = list.iter().enumerate().filter(|(_, i)| i.op.is_compute());
+    computes.map(|(k, _)| median(steps.iter().filter_map(|s| of(s).get(k).copied()).collect())).sum()
 }

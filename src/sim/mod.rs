@@ -5,4 +5,5 @@
 pub mod costs;
 pub mod measured;
 pub mod report;
+pub mod speed;
 pub mod timeline;

@@ -81,7 +81,12 @@ pub struct Simulation {
 pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
     let ir = &derived.ir;
     let costs = ModelDurations::new(model, ir);
-    let timeline = interpret::run(ir, &costs).expect("validated plans run to the end");
+    let trace = model.measured().map(|m| &m.profile.speed_trace).filter(|t| t.iter().any(|r| !r.is_empty()));
+    let timeline = match trace {
+        Some(trace) => super::speed::run(ir, &costs, trace),
+        None => interpret::run(ir, &costs),
+    }
+    .expect("validated plans run to the end");
     let step = timeline.makespan();
     let plan = model.plan();
     let p = ir.ranks.len();

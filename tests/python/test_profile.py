@@ -55,6 +55,27 @@ class Calibrate(unittest.TestCase):
         self.assertEqual(costs["send_s"], 0.5)
 
 
+class SpeedTrace(unittest.TestCase):
+    # After the warm-up, rank 0's forward took 2, 3 and 4 s (median 3) and its backward 4, 4 and
+    # 8 s (median 4); rank 1 ran at its medians, 1 and 2 s, each step; the sends are not
+    # compute. A second replica of rank 0 is left out.
+    RUN = [{"rank": 1, "dp_rank": 0, "timings": [[9.0, 9.0, 9.0]] + [[1.0, 0.5, 2.0]] * 3},
+           {"rank": 0, "dp_rank": 0, "timings": [[9.0, 9.0, 9.0], [2.0, 0.5, 4.0], [3.0, 0.7, 4.0],
+                                                 [4.0, 0.5, 8.0]]},
+           {"rank": 0, "dp_rank": 1, "timings": [[9.0, 9.0, 9.0]] * 4}]
+
+    def test_each_compute_instruction_over_its_median_in_the_order_it_ran(self):
+        trace = profile.speed_trace(PLAN, self.RUN)
+        self.assertEqual(trace, [[[3.0, 0.6667], [4.0, 1.0], [3.0, 1.0], [4.0, 1.0], [3.0, 1.3333], [4.0, 2.0]],
+                                 [[1.0, 1.0], [2.0, 1.0]] * 3])
+
+    def test_the_layers_are_calibrated_to_each_instructions_median(self):
+        # Forwards: medians of 3 and 1 s against two stages of 2 layers of 1 s alone, 4 / 4;
+        # fused backwards: 4 and 2 s against 2 x 2 x 2 s, 6 / 8.
+        scales = profile.calibrate(PLAN, self.RUN, layers(), KINDS)
+        self.assertEqual((scales["forward_s"], scales["backward_s"]), (1.0, 0.75))
+
+
 class Reduction(unittest.TestCase):
     # One replicated stage of 2 layers of 1000 bytes of gradients each, reduced at the end of
     # the step over the pipeline's 2 ranks; a ring of 2 at α = 1 ms, β = 2000 bytes/s takes

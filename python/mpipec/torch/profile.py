@@ -17,6 +17,8 @@ what the profile says of the model and shapes). This writes DIR/profile.json:
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
 - the runtime's per-instruction costs: the plan run for a few steps by the executor, every
   instruction timed, set against the layer times above (each op's ratio, `calibrate`);
+- the host's speed over that run: each compute instruction's time in each step against its
+  median over the steps, in the order they ran (`speed_trace`);
 - on a CPU, the host's cores, the threads a process computes with and the interval between its
   scheduler's balancings of the cores (`scheduler`): the simulator shares the cores among a
   plan's ranks as that scheduler does.
@@ -332,16 +334,43 @@ def _isolated(layers, kinds_of, span, field):
     return sum(layers[kinds_of[layer]][field] for layer in span if kinds_of[layer] in layers)
 
 
+def typical(ranks):
+    """(the rank's plan index, each instruction's median seconds over the steps after the first)
+    per rank of replica 0: the instruction as the runtime takes it, without the host's speed at
+    the moment, which `speed_trace` keeps."""
+    for r in ranks:
+        if r["dp_rank"] == 0:
+            steps = r["timings"][1:] or r["timings"]
+            yield r["rank"], [statistics.median(times) for times in zip(*steps)]
+
+
 def kernel_points(plan, ranks, layers, kinds_of):
-    """(op, the isolated layers' seconds, the seconds the runtime took) of every compute
-    instruction."""
+    """(op, the isolated layers' seconds, the seconds the runtime took, the median over the
+    steps) of every compute instruction."""
     stages, images = plan["stages"], plan["pipeline"].get("images", 1)
-    for rank, _, times in steady(ranks):
+    for rank, times in typical(ranks):
         for i, t in zip(plan["ranks"][rank]["instructions"], times):
             if i["op"] not in FIELD:
                 continue
             share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
             yield i["op"], _isolated(layers, kinds_of, range(*stages[i["stage"]]["layers"]), FIELD[i["op"]]) * share, t
+
+
+def speed_trace(plan, ranks):
+    """The host's speed as the run saw it, per rank of replica 0: each compute instruction of
+    every step after the first, in the order they ran, as [its median seconds, its time in that
+    step over the median]. A slow stretch of the host slows one rank for a while and the others
+    wait for it; the simulator draws stretches of this trace for each rank and takes the median
+    step of the draws, as the run's step is its median step."""
+    medians = dict(typical(ranks))
+    trace = []
+    for r in sorted((r for r in ranks if r["dp_rank"] == 0), key=lambda r: r["rank"]):
+        ops = [i["op"] in FIELD for i in plan["ranks"][r["rank"]]["instructions"]]
+        typical_times = medians[r["rank"]]
+        trace.append([[round(m, 7), round(t / m, 4)]
+                      for times in (r["timings"][1:] or r["timings"])
+                      for compute, m, t in zip(ops, typical_times, times) if compute and m > 0])
+    return trace
 
 
 def _ratio(points):
@@ -351,7 +380,8 @@ def _ratio(points):
 
 def calibrate(plan, ranks, layers, kinds_of):
     """The layers as the runtime runs them: per op (forward, each backward), the seconds its
-    instructions took over the plan's run against the sum of their layers' isolated times. Each
+    instructions took in the plan's run (each its median over the steps) against the sum of
+    their layers' isolated times. Each
     layer time is scaled by its op's ratio (a stage's layers run back to back, warmer than one
     alone; what the executor spends on a compute instruction is part of it), an op the run did
     not hold by the ratio over every compute instruction. A line fitted through all of them (a
@@ -539,6 +569,7 @@ def profile(run_dir, backend=None):
         versions=dict(versions(), **out.get("versions", {})),
         layers=layers,
         runtime=runtime,
+        speed_trace=speed_trace(plan, ranks),
     )
     # `deliveries` sends from the process of global rank 0 to that of rank 1.
     if len(ranks) > 1:
