@@ -201,8 +201,8 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
     })
 }
 
-/// A rank's compute instructions, each its median over `steps` of the times `of` gives (none
-/// where a step lacks them).
+/// A rank's compute instructions, each its median over `steps` of the times `of` gives (a step
+/// without them left out).
 fn typical_compute(list: &[Instr], steps: &[StepProfile], of: impl Fn(&StepProfile) -> &Vec<f64>) -> f64 {
     let computes = list.iter().enumerate().filter(|(_, i)| i.op.is_compute());
     computes.map(|(k, _)| median(steps.iter().filter_map(|s| of(s).get(k).copied()).collect())).sum()

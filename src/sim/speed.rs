@@ -15,7 +15,7 @@ use crate::random::Lcg;
 
 /// Runs drawn: enough that the median's draw-to-draw spread (1.25 σ/√n for a spread σ of the
 /// runs' steps of 10 %) stays near 1.5 %.
-pub const DRAWS: usize = 63;
+const DRAWS: usize = 63;
 
 /// The draws' seed: the same plan and profile give the same step.
 const SEED: u64 = 0x5eed_5bee_d7ac_e000;

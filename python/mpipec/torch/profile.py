@@ -345,7 +345,7 @@ def typical(ranks):
 
 
 def kernel_points(plan, ranks, layers, kinds_of):
-    """(op, the isolated layers' seconds, the seconds the runtime took, the median over the
+    """(op, the isolated layers' seconds, the seconds the runtime took: its median over the
     steps) of every compute instruction."""
     stages, images = plan["stages"], plan["pipeline"].get("images", 1)
     for rank, times in typical(ranks):
