@@ -206,3 +206,23 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
         Err(message) => usage_error(global, &message, EXIT_INPUT),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::speed_summary;
+
+    /// Four typical seconds that took six (1 + 3 + 2), the tenth slowest at 3 times; no trace,
+    /// no line.
+    #[test]
+    fn the_summary_says_how_far_the_hosts_speed_moved() {
+        let line = speed_summary(&[vec![(1.0, 1.0), (1.0, 3.0)], vec![(2.0, 1.0)]]).unwrap();
+        assert!(
+            line.contains(
+                "3 compute instructions took 1.50 times their medians in all, a tenth of them over 3.00 times"
+            ),
+            "{line}"
+        );
+        assert_eq!(speed_summary(&[]), None);
+        assert_eq!(speed_summary(&[vec![]]), None);
+    }
+}
