@@ -111,6 +111,11 @@ impl Profile {
         self.model_source == "miniature"
     }
 
+    /// The host's speed over the profile's run, where it has any (older profiles do not).
+    pub fn speed(&self) -> Option<&[Vec<(f64, f64)>]> {
+        self.speed_trace.iter().any(|r| !r.is_empty()).then_some(self.speed_trace.as_slice())
+    }
+
     /// The same profile with every layer's forward and backward `by` times as long: its kernels
     /// on a host running at another speed (the optimizer step, the runtime's costs and the
     /// links as they were).

@@ -128,7 +128,7 @@ impl Measured {
             let how = p.host.and_then(|h| h.scheduling()).map_or(String::new(), |how| format!(", {how}"));
             measured.push(format!("the ranks' processes sharing {} cores{how}", s.cores));
         }
-        if p.speed_trace.iter().any(|r| !r.is_empty()) {
+        if p.speed().is_some() {
             measured
                 .push("the host's speed over the profile's run (the step the median of runs drawn through it)".into());
         }

@@ -81,8 +81,7 @@ pub struct Simulation {
 pub fn simulate(derived: &Derived, model: &CostModel) -> Simulation {
     let ir = &derived.ir;
     let costs = ModelDurations::new(model, ir);
-    let trace = model.measured().map(|m| &m.profile.speed_trace).filter(|t| t.iter().any(|r| !r.is_empty()));
-    let timeline = match trace {
+    let timeline = match model.measured().and_then(|m| m.profile.speed()) {
         Some(trace) => super::speed::run(ir, &costs, trace),
         None => interpret::run(ir, &costs),
     }

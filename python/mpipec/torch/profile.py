@@ -334,22 +334,26 @@ def _isolated(layers, kinds_of, span, field):
     return sum(layers[kinds_of[layer]][field] for layer in span if kinds_of[layer] in layers)
 
 
+def _after_warm_up(r):
+    """A rank's per-instruction timings of its steps after the first (all of one step)."""
+    return r["timings"][1:] or r["timings"]
+
+
 def typical(ranks):
-    """(the rank's plan index, each instruction's median seconds over the steps after the first)
-    per rank of replica 0: the instruction as the runtime takes it, without the host's speed at
-    the moment, which `speed_trace` keeps."""
+    """(the rank, each instruction's median seconds over the steps after the first) per rank of
+    replica 0: the instruction as the runtime takes it, without the host's speed at the moment,
+    which `speed_trace` keeps."""
     for r in ranks:
         if r["dp_rank"] == 0:
-            steps = r["timings"][1:] or r["timings"]
-            yield r["rank"], [statistics.median(times) for times in zip(*steps)]
+            yield r, [statistics.median(times) for times in zip(*_after_warm_up(r))]
 
 
 def kernel_points(plan, ranks, layers, kinds_of):
     """(op, the isolated layers' seconds, the seconds the runtime took: its median over the
     steps) of every compute instruction."""
     stages, images = plan["stages"], plan["pipeline"].get("images", 1)
-    for rank, times in typical(ranks):
-        for i, t in zip(plan["ranks"][rank]["instructions"], times):
+    for r, times in typical(ranks):
+        for i, t in zip(plan["ranks"][r["rank"]]["instructions"], times):
             if i["op"] not in FIELD:
                 continue
             share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
@@ -362,14 +366,12 @@ def speed_trace(plan, ranks):
     step over the median]. A slow stretch of the host slows one rank for a while and the others
     wait for it; the simulator draws stretches of this trace for each rank and takes the median
     step of the draws, as the run's step is its median step."""
-    medians = dict(typical(ranks))
     trace = []
-    for r in sorted((r for r in ranks if r["dp_rank"] == 0), key=lambda r: r["rank"]):
+    for r, medians in sorted(typical(ranks), key=lambda rm: rm[0]["rank"]):
         ops = [i["op"] in FIELD for i in plan["ranks"][r["rank"]]["instructions"]]
-        typical_times = medians[r["rank"]]
         trace.append([[round(m, 7), round(t / m, 4)]
-                      for times in (r["timings"][1:] or r["timings"])
-                      for compute, m, t in zip(ops, typical_times, times) if compute and m > 0])
+                      for times in _after_warm_up(r)
+                      for compute, m, t in zip(ops, medians, times) if compute and m > 0])
     return trace
 
 

@@ -268,16 +268,21 @@ impl<'a> Machine<'a> {
 }
 
 pub fn run(ir: &PlanIr, durations: &dyn Durations) -> Result<Timeline, Deadlock> {
-    if let Some(shared) = durations.shared().filter(|s| s.contended(ir.ranks.len())) {
-        return host::run(ir, durations, shared);
+    match contended(ir, durations) {
+        Some(shared) => host::run(ir, durations, shared),
+        None => run_devices(ir, durations),
     }
-    run_devices(ir, durations)
+}
+
+/// The host the ranks share, where they are more than its cores run at full speed at once.
+fn contended(ir: &PlanIr, durations: &dyn Durations) -> Option<Shared> {
+    durations.shared().filter(|s| s.contended(ir.ranks.len()))
 }
 
 /// One run with a shared host's balancings at `phase`, a fraction of their interval (one of
 /// [`PHASES`]); as `run` where each rank has a device of its own.
 pub fn run_at_phase(ir: &PlanIr, durations: &dyn Durations, phase: f64) -> Result<Timeline, Deadlock> {
-    match durations.shared().filter(|s| s.contended(ir.ranks.len())) {
+    match contended(ir, durations) {
         Some(shared) => host::run_phase(ir, durations, shared, phase),
         None => run_devices(ir, durations),
     }
