@@ -75,6 +75,23 @@ impl Host {
     }
 }
 
+/// The host's speed as a fixed kernel measured it (`mpipec.torch.host_speed`): its name, which
+/// changes with the kernel, and its median seconds. Two runs that timed the same kernel ran at
+/// the ratio of their seconds; the kernel is none of a plan's, so the ratio says nothing of one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostSpeed {
+    pub kernel: String,
+    pub seconds: f64,
+}
+
+impl HostSpeed {
+    /// How much slower (above 1) the host ran for `then` than for `self`; None where they timed
+    /// different kernels.
+    pub fn ratio(&self, then: &HostSpeed) -> Option<f64> {
+        (self.kernel == then.kernel).then(|| then.seconds / self.seconds)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelPart {
     pub name: String,
@@ -104,6 +121,8 @@ pub struct Profile {
     /// it ran, as (its median seconds over the steps, its time then over that median). Empty in
     /// older profiles.
     pub speed_trace: Vec<Vec<(f64, f64)>>,
+    /// On a CPU host, the host's speed kernel over the profile's run (older profiles lack it).
+    pub host_speed: Option<HostSpeed>,
 }
 
 impl Profile {
@@ -283,6 +302,16 @@ fn speed_trace(v: &Value) -> Result<Vec<Vec<(f64, f64)>>, Malformed> {
         .collect()
 }
 
+/// `host_speed`, where there is one: the kernel's name and its seconds, above 0.
+fn host_speed(v: &Value) -> Result<Option<HostSpeed>, Malformed> {
+    if v.get("host_speed").is_none_or(Value::is_null) {
+        return Ok(None);
+    }
+    object(v, "", "host_speed")?;
+    let h = &v["host_speed"];
+    Ok(Some(HostSpeed { kernel: text(h, "host_speed", "kernel")?, seconds: positive(h, "host_speed", "seconds")? }))
+}
+
 /// Parses a profile file's text; `Err` names the field that is wrong (or says where the JSON
 /// stops making sense, for a truncated file).
 pub fn parse(text_of_file: &str) -> Result<Profile, Malformed> {
@@ -332,6 +361,7 @@ pub fn parse(text_of_file: &str) -> Result<Profile, Malformed> {
         p2p: v.get("p2p").filter(|r| !r.is_null()).map(|p| alpha_beta(p, "p2p")).transpose()?,
         all_reduce,
         speed_trace: v.get("speed_trace").filter(|t| !t.is_null()).map(speed_trace).transpose()?.unwrap_or_default(),
+        host_speed: host_speed(&v)?,
     })
 }
 

@@ -323,11 +323,13 @@ fn measured_profiles_become_per_layer_costs() {
         seconds: scale * 20.0 + rank as f64,
         instructions: times(rank, scale),
         cpu: times(rank, scale / 2.0),
+        host_speed: Some(scale * (3.0 + rank as f64)),
     };
     let profile = Profile {
         ranks: (0..3)
             .map(|r| RankProfile { rank: r as u32, steps: vec![step(r, 2.0), step(r, 1.0), step(r, 1.0)] })
             .collect(),
+        host_speed_kernel: Some("k".into()),
     };
     let c = compare(ir, &profile).unwrap();
     assert_eq!(c.steps, 2);
@@ -337,11 +339,18 @@ fn measured_profiles_become_per_layer_costs() {
     assert!(close(c.predicted, expected), "{} != {expected}", c.predicted);
     // A step's compute instructions over the ranks: 3 ranks, 4 microbatches, 1 + 2 s each.
     assert!(close(c.compute, 36.0) && c.compute_cpu.is_some_and(|t| close(t, 18.0)), "{c:?}");
-    // A runtime that gave no CPU seconds: the wall clock's alone.
+    // The host's speed kernel: the median over every rank's steps after the warm-up (3, 4, 5 s).
+    let speed = |kernel: &str, seconds| mpipe::profile::HostSpeed { kernel: kernel.into(), seconds };
+    assert_eq!(c.host_speed, Some(speed("k", 4.0)));
+    // Against a profile's: the host ran twice as slow; a different kernel says nothing.
+    assert_eq!(speed("k", 2.0).ratio(&speed("k", 4.0)), Some(2.0));
+    assert_eq!(speed("k2", 2.0).ratio(&speed("k", 4.0)), None);
+    // A runtime that gave no CPU seconds: the wall clock's alone; one rank without the host's
+    // speed: none.
     let mut older = profile;
-    older.ranks[1].steps.iter_mut().for_each(|s| s.cpu.clear());
+    older.ranks[1].steps.iter_mut().for_each(|s| (s.cpu.clear(), s.host_speed = None).1);
     let c = compare(ir, &older).unwrap();
-    assert!(close(c.compute, 36.0) && c.compute_cpu.is_none(), "{c:?}");
+    assert!(close(c.compute, 36.0) && c.compute_cpu.is_none() && c.host_speed.is_none(), "{c:?}");
     // Each instruction at its median over the steps: a forward of rank 0 that ran 2 s long, a
     // different one in each of three steps, leaves it at 36 s (every step's sum was 38 s).
     let mut slow = older;
@@ -354,7 +363,7 @@ fn measured_profiles_become_per_layer_costs() {
     }
     let c = compare(ir, &slow).unwrap();
     assert!(close(c.compute, 36.0), "{c:?}");
-    let bad = Profile { ranks: vec![] };
+    let bad = Profile { ranks: vec![], host_speed_kernel: None };
     assert!(compare(ir, &bad).is_err());
 }
 
@@ -620,6 +629,9 @@ fn a_partial_or_broken_profile_is_reported_by_file_and_field() {
         (full.replace(r#""forward_s": 1"#, r#""forward_s": "fast""#), "layers.lm:first.forward_s"),
         (full.replace(r#""format": 1"#, r#""format": 7"#), "field `format`"),
         (full.replace(r#""date""#, r#""speed_trace": [[[0.001, 1.2], [0.002, 0]]], "date""#), "speed_trace[0][1]"),
+        (full.replace(r#""date""#, r#""host_speed": 0.002, "date""#), "host_speed"),
+        (full.replace(r#""date""#, r#""host_speed": {"kernel": "k", "seconds": 0}, "date""#), "host_speed.seconds"),
+        (full.replace(r#""date""#, r#""host_speed": {"seconds": 0.002}, "date""#), "host_speed.kernel"),
     ] {
         let checked = profiled(&text, &[]);
         let e = checked.diagnostics.iter().find(|d| d.code.as_str() == "E0211").expect("E0211");

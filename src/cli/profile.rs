@@ -106,6 +106,12 @@ fn summary(p: &Profile) -> String {
     if let Some(line) = speed_summary(&p.speed_trace) {
         lines.push(line);
     }
+    if let Some(k) = &p.host_speed {
+        lines.push(format!(
+            "host's speed kernel: {} a pass; `verify --profile` sets its prediction beside a run at the host's speed then",
+            us(k.seconds)
+        ));
+    }
     lines.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }
 

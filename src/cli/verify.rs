@@ -253,17 +253,29 @@ fn device_each(mini: &Plan) -> Option<f64> {
 /// shared machine; what this leaves of the difference is the rest of the model's.
 fn at_run_speed(built: &Built, c: &Comparison) -> Option<(f64, f64)> {
     let (mini, ir) = (built.plan(), &built.derived.ir);
-    let profile = mini.cluster.profile.as_ref()?;
     let shared = built.costs.measured().and_then(|m| m.shared(mini.cluster.dp));
     let run = if shared.is_some_and(|s| s.contended(ir.ranks.len())) { c.compute_cpu? } else { c.compute };
     let profiled = mpipe::sim::costs::compute_seconds(&built.costs, ir);
     if run <= 0.0 || profiled <= 0.0 {
         return None;
     }
-    let ratio = run / profiled;
+    with_kernels_scaled(built, run / profiled)
+}
+
+/// The profile's prediction at the host's speed during this run: its kernels scaled by how much
+/// slower the host's speed kernel ran between this run's steps than between the profile's.
+/// Unlike `at_run_speed` this takes nothing from the plan's own instructions.
+fn at_host_speed(built: &Built, c: &Comparison) -> Option<(f64, f64)> {
+    let profiled = built.plan().cluster.profile.as_ref()?.host_speed.as_ref()?;
+    with_kernels_scaled(built, profiled.ratio(c.host_speed.as_ref()?)?)
+}
+
+/// (`by`, the step the profile predicts with its kernels `by` times as long).
+fn with_kernels_scaled(built: &Built, by: f64) -> Option<(f64, f64)> {
+    let mini = built.plan();
     let mut scaled = mini.clone();
-    scaled.cluster.profile = Some(std::sync::Arc::new(profile.kernels_scaled(ratio)));
-    Some((ratio, mpipe::sim::report::simulate(&built.derived, &CostModel::new(&scaled)).report.step_time_s))
+    scaled.cluster.profile = Some(std::sync::Arc::new(mini.cluster.profile.as_ref()?.kernels_scaled(by)));
+    Some((by, mpipe::sim::report::simulate(&built.derived, &CostModel::new(&scaled)).report.step_time_s))
 }
 
 /// The measured step beside the one the cost model predicts from the measured per-layer costs,
@@ -293,15 +305,19 @@ fn report_profile(built: &Built, text: std::io::Result<String>, predicted: Optio
                         (a / c.measured - 1.0) * 100.0
                     )
                 });
-                let at_speed = at_run_speed(built, &c).map_or(String::new(), |(ratio, step)| {
-                    format!(
-                        "; {:.1} ms with its kernels at this run's speed (x{ratio:.3}, {:+.1} %)",
-                        step * 1e3,
-                        (step / c.measured - 1.0) * 100.0
-                    )
-                });
+                let scaled = |what: &str, at: Option<(f64, f64)>| {
+                    at.map_or(String::new(), |(ratio, step)| {
+                        format!(
+                            "; {:.1} ms {what} (x{ratio:.3}, {:+.1} %)",
+                            step * 1e3,
+                            (step / c.measured - 1.0) * 100.0
+                        )
+                    })
+                };
+                let host = scaled("at the host's speed during the run, by its speed kernel", at_host_speed(built, &c));
+                let at_speed = scaled("with its kernels at this run's speed", at_run_speed(built, &c));
                 println!(
-                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest){alone}{at_speed}",
+                    "profile file: measured step {:.1} ms (fastest {:.1} ms), predicted {:.1} ms from the profile's costs ({:+.1} %, {:+.1} % of the fastest){alone}{host}{at_speed}",
                     c.measured * 1e3,
                     c.fastest * 1e3,
                     p.step * 1e3,

@@ -9,11 +9,15 @@ use serde::Deserialize;
 use crate::cost::{self, Costs};
 use crate::ir::interpret::{self, Durations};
 use crate::ir::{Instr, Op, PlanIr};
+use crate::profile::HostSpeed;
 
 /// What the runtime writes to `profile.json`.
 #[derive(Debug, Deserialize)]
 pub struct Profile {
     pub ranks: Vec<RankProfile>,
+    /// The host's speed kernel the runtime timed before each step, on a CPU host.
+    #[serde(default)]
+    pub host_speed_kernel: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -31,6 +35,9 @@ pub struct StepProfile {
     /// The same in the rank's thread's CPU seconds (absent from older runtimes).
     #[serde(default)]
     pub cpu: Vec<f64>,
+    /// The host's speed kernel's seconds, timed before the step (on a CPU host).
+    #[serde(default)]
+    pub host_speed: Option<f64>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -49,6 +56,8 @@ pub struct Comparison {
     /// seconds (where the runtime gave them).
     pub compute: f64,
     pub compute_cpu: Option<f64>,
+    /// The host's speed kernel over the steps used, every rank's, where the runtime timed it.
+    pub host_speed: Option<HostSpeed>,
 }
 
 impl Comparison {
@@ -198,7 +207,17 @@ pub fn compare(ir: &PlanIr, profile: &Profile) -> Result<Comparison, String> {
         steps: used.len(),
         compute: compute_wall,
         compute_cpu: cpu_given.then_some(compute_cpu),
+        host_speed: host_speed(profile, used),
     })
+}
+
+/// The host's speed kernel's median seconds over the steps `used` of every rank, where every
+/// one of them timed it.
+fn host_speed(profile: &Profile, used: std::ops::Range<usize>) -> Option<HostSpeed> {
+    let kernel = profile.host_speed_kernel.clone()?;
+    let seconds: Option<Vec<f64>> =
+        profile.ranks.iter().flat_map(|r| r.steps[used.clone()].iter().map(|s| s.host_speed)).collect();
+    Some(HostSpeed { kernel, seconds: median(seconds?) })
 }
 
 /// A rank's compute instructions, each its median over `steps` of the times `of` gives (a step

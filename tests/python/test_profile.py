@@ -11,7 +11,7 @@ import unittest
 import torch
 
 import pair
-from mpipec.torch import profile
+from mpipec.torch import host_speed, profile
 
 # Two stages of two layers on two ranks: a forward and a fused backward each.
 PLAN = {
@@ -74,6 +74,26 @@ class SpeedTrace(unittest.TestCase):
         # fused backwards: 4 and 2 s against 2 x 2 x 2 s, 6 / 8.
         scales = profile.calibrate(PLAN, self.RUN, layers(), KINDS)
         self.assertEqual((scales["forward_s"], scales["backward_s"]), (1.0, 0.75))
+
+
+class HostSpeed(unittest.TestCase):
+    def test_the_median_over_every_ranks_steps_after_the_first(self):
+        # Each rank's first kernel ran before the warm-up step; an accelerator's ranks time none.
+        run = [{"host_speed_seconds": [9.0, 1.0, 3.0]}, {"host_speed_seconds": [9.0, 2.0, 2.5]}]
+        self.assertEqual(profile.host_speed_seconds(run), 2.25)
+        self.assertIsNone(profile.host_speed_seconds([{"host_speed_seconds": []}]))
+
+    def test_the_kernel_leaves_the_models_random_state_alone(self):
+        torch.manual_seed(5)
+        state = torch.random.get_rng_state()
+        kernel = host_speed.for_device(torch.device("cpu"))
+        seconds = kernel()
+        self.assertTrue(torch.equal(torch.random.get_rng_state(), state))
+        self.assertGreater(seconds, 0.0)
+        self.assertLess(seconds, 1.0)
+
+    def test_no_kernel_on_an_accelerator(self):
+        self.assertIsNone(host_speed.for_device(torch.device("meta")))
 
 
 class Reduction(unittest.TestCase):

@@ -61,11 +61,14 @@ def per_batch_plans(config, plan, adapter):
     return plans.OneStepAhead(config["adaptive"], plan, tokens)
 
 
-def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False, synchronize=None):
+def run(plan, adapter, config, steps, device, on_action=None, record=None, print_losses=False, synchronize=None,
+        host_speed=None):
     """One process of the plan: builds its stages through `adapter`, trains `steps` steps with
     SGD; with `record` (a dict), fills in each step's loss, gradients and seconds and the final
     parameters (and, for an adaptive plan, each step's StepPlan and wait). `synchronize` waits
-    for the device before each instruction's time is taken (`mpipec profile` on a GPU)."""
+    for the device before each instruction's time is taken (`mpipec profile` on a GPU);
+    `host_speed` (mpipec.torch.host_speed's kernel) is timed before each step, every rank's at
+    once and outside the step, into `host_speed_seconds`."""
     plan = load_plan(plan)
     groups = devices.groups(plan)
     # An adaptive plan's first batch is derived while the stages are built.
@@ -74,7 +77,8 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=config.get("lr", 0.05)) if params else None
     record = {} if record is None else record
-    record.update(grads=[], losses=[], step_seconds=[], step_cpu_seconds=[], step_process_seconds=[])
+    record.update(grads=[], losses=[], step_seconds=[], step_cpu_seconds=[], step_process_seconds=[],
+                  host_speed_seconds=[])
 
     def optimizer_step(losses):
         record["grads"].append(_named(modules, plan, groups.pp_rank, True))
@@ -91,6 +95,10 @@ def run(plan, adapter, config, steps, device, on_action=None, record=None, print
     if ahead is not None:
         ahead.attach(ex)
     for step in range(steps):
+        if host_speed is not None:
+            # After a barrier, so that no rank's kernel runs beside another's step.
+            dist.barrier()
+            record["host_speed_seconds"].append(host_speed())
         # Every rank starts the step together, so the slowest rank's time is the step's.
         dist.barrier()
         started, cpu_started, process_started = time.perf_counter(), time.thread_time(), time.process_time()

@@ -19,6 +19,9 @@ what the profile says of the model and shapes). This writes DIR/profile.json:
   instruction timed, set against the layer times above (each op's ratio, `calibrate`);
 - the host's speed over that run: each compute instruction's time in each step against its
   median over the steps, in the order they ran (`speed_trace`);
+- on a CPU, the seconds of a fixed kernel (mpipec.torch.host_speed) timed before each step
+  after the first, their median over the ranks (`host_speed`): `verify --profile` times it too
+  and sets the prediction beside its run at the host's speed then;
 - on a CPU, the host's cores, the threads a process computes with and the interval between its
   scheduler's balancings of the cores (`scheduler`): the simulator shares the cores among a
   plan's ranks as that scheduler does.
@@ -51,7 +54,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from . import adapter as adapters  # noqa: E402
-from . import devices, executor, launch, scheduler, wire  # noqa: E402
+from . import devices, executor, host_speed, launch, scheduler, wire  # noqa: E402
 from .actions import Dir, load_plan  # noqa: E402
 
 # Timed repeats per layer measurement (after one untimed) and per all-reduce size (a
@@ -275,11 +278,13 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
         result["dp"] = all_reduce(groups.dp, device, sync) if groups.dp is not None else []
         record = {}
         adapter = adapters.load(config.get("adapter", "miniature"))
-        launch.run(plan, adapter, config, steps, device, record=record, synchronize=sync)
+        launch.run(plan, adapter, config, steps, device, record=record, synchronize=sync,
+                   host_speed=host_speed.for_device(device))
         cpu = cpu_clock(device, world)
         result.update(rank=groups.pp_rank, dp_rank=groups.dp_rank, threads=torch.get_num_threads(), cpu_clock=cpu,
                       timings=record["cpu_timings" if cpu else "timings"],
                       step_seconds=record["step_cpu_seconds" if cpu else "step_seconds"],
+                      host_speed_seconds=record["host_speed_seconds"],
                       other_threads=[p - t for p, t in zip(record["step_process_seconds"], record["step_cpu_seconds"])])
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
@@ -314,6 +319,13 @@ def _quantile(values, q):
 
 FIELD = {"forward": "forward_s", "backward_input": "backward_input_s", "backward_weight": "backward_weight_s",
          "backward": "backward_s"}
+
+
+def host_speed_seconds(ranks):
+    """The host's speed kernel's median seconds over every rank's steps after the first (the
+    warm-up's kernel ran before any step); None where the ranks did not time it."""
+    seconds = [s for r in ranks for s in r["host_speed_seconds"][1:]]
+    return statistics.median(seconds) if seconds else None
 
 
 def steady(ranks):
@@ -573,6 +585,9 @@ def profile(run_dir, backend=None):
         runtime=runtime,
         speed_trace=speed_trace(plan, ranks),
     )
+    seconds = host_speed_seconds(ranks)
+    if seconds is not None:
+        out["host_speed"] = dict(kernel=host_speed.KERNEL, seconds=seconds)
     # `deliveries` sends from the process of global rank 0 to that of rank 1.
     if len(ranks) > 1:
         out["p2p"] = alpha_beta_p2p(flights(ranks[0]["p2p"], ranks[1]["p2p"]))

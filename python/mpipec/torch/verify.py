@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from . import adapter as adapters  # noqa: E402
-from . import devices, launch  # noqa: E402
+from . import devices, host_speed, launch  # noqa: E402
 from .actions import load_plan  # noqa: E402
 
 # The bar a pipelined run is held to against one process, `mpipec verify`'s and `mpipec train
@@ -114,7 +114,7 @@ def make_wrong(record):
         grads[name] = grads[name] + 1e-3 * (1.0 + grads[name].abs().max())
 
 
-def _worker(rank, world, rendezvous, plan, config, steps, out_dir, progress):
+def _worker(rank, world, rendezvous, plan, config, steps, out_dir, progress, timed):
     torch.manual_seed(0)
     device = devices.init("gloo", f"file://{rendezvous}", rank, world)
     fail_at = injected(rank)
@@ -126,7 +126,9 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, progress):
             inject_failure(fail_at[1])
 
     try:
-        record = launch.run(plan, adapters.load(config.get("adapter", "miniature")), config, steps, device, on_action)
+        adapter = adapters.load(config.get("adapter", "miniature"))
+        speed = host_speed.for_device(device) if timed else None
+        record = launch.run(plan, adapter, config, steps, device, on_action, host_speed=speed)
         if wrong:
             make_wrong(record)
         if record["dp_rank"] == 0:
@@ -158,8 +160,9 @@ def unfinished(plan, progress, per_batch=False):
             yield f"note: process {c['global']} (rank {c['pp']}) stopped at step {step}, instruction {k} ({a})"
 
 
-def run_pipelined(plan, config, steps, out_dir):
-    """The plan in its processes, forked from this one; None, or the error lines."""
+def run_pipelined(plan, config, steps, out_dir, timed=False):
+    """The plan in its processes, forked from this one; None, or the error lines. `timed`: the
+    host's speed is timed between the steps too (`--profile`)."""
     import torch.multiprocessing as mp
 
     # The ranks meet through a file of this run's own, not a TCP port: a port picked free here
@@ -172,7 +175,7 @@ def run_pipelined(plan, config, steps, out_dir):
     progress = multiprocessing.Array("q", [-1] * 2 * world, lock=False)
     try:
         # fork, not spawn: the children inherit the imported, started torch (and `progress`)
-        args = (world, rendezvous, plan, config, steps, out_dir, progress)
+        args = (world, rendezvous, plan, config, steps, out_dir, progress, timed)
         mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
     except Exception as e:
         notes = unfinished(plan, progress, "adaptive" in config)
@@ -288,11 +291,20 @@ def compare_steps(ranks, ref, steps, worst):
 
 def write_profile(ranks, out_dir):
     """What `mpipec verify --profile` reads back (src/sim/measured.rs): each step's seconds and
-    its instructions' in the wall clock, and the instructions' in the thread's CPU seconds."""
-    steps_of = lambda r: [{"seconds": t, "instructions": d, "cpu": c}
-                          for t, d, c in zip(r["step_seconds"], r["timings"], r["cpu_timings"])]
+    its instructions' in the wall clock, the instructions' in the thread's CPU seconds, and on a
+    CPU the seconds of the host's speed kernel before it."""
+    def steps_of(r):
+        steps = [{"seconds": t, "instructions": d, "cpu": c}
+                 for t, d, c in zip(r["step_seconds"], r["timings"], r["cpu_timings"])]
+        for step, s in zip(steps, r["host_speed_seconds"]):
+            step["host_speed"] = s
+        return steps
+
+    out = {"ranks": [{"rank": k, "steps": steps_of(r)} for k, r in enumerate(ranks)]}
+    if any(r["host_speed_seconds"] for r in ranks):
+        out["host_speed_kernel"] = host_speed.KERNEL
     with open(os.path.join(out_dir, "profile.json"), "w") as f:
-        json.dump({"ranks": [{"rank": k, "steps": steps_of(r)} for k, r in enumerate(ranks)]}, f)
+        json.dump(out, f)
 
 
 def verify(plan, config, steps, out_dir, profile=False):
@@ -308,7 +320,7 @@ def verify(plan, config, steps, out_dir, profile=False):
     # 8 to 22 % slower a step than the same ranks forked before it in five of six alternated
     # pairs (docs/costs.md).
     torch.set_num_threads(1)
-    failed = run_pipelined(plan, config, steps, out_dir)
+    failed = run_pipelined(plan, config, steps, out_dir, profile)
     if failed:
         print("\n".join(failed), file=sys.stderr)
         return 1
