@@ -302,14 +302,13 @@ fn speed_trace(v: &Value) -> Result<Vec<Vec<(f64, f64)>>, Malformed> {
         .collect()
 }
 
-/// `host_speed`, where there is one: the kernel's name and its seconds, above 0.
-fn host_speed(v: &Value) -> Result<Option<HostSpeed>, Malformed> {
-    if v.get("host_speed").is_none_or(Value::is_null) {
-        return Ok(None);
+/// `host_speed`: the kernel's name and its seconds, above 0.
+fn host_speed(v: &Value) -> Result<HostSpeed, Malformed> {
+    let path = "host_speed";
+    if !v.is_object() {
+        return Err(malformed(path, "must be an object"));
     }
-    object(v, "", "host_speed")?;
-    let h = &v["host_speed"];
-    Ok(Some(HostSpeed { kernel: text(h, "host_speed", "kernel")?, seconds: positive(h, "host_speed", "seconds")? }))
+    Ok(HostSpeed { kernel: text(v, path, "kernel")?, seconds: positive(v, path, "seconds")? })
 }
 
 /// Parses a profile file's text; `Err` names the field that is wrong (or says where the JSON
@@ -361,7 +360,7 @@ pub fn parse(text_of_file: &str) -> Result<Profile, Malformed> {
         p2p: v.get("p2p").filter(|r| !r.is_null()).map(|p| alpha_beta(p, "p2p")).transpose()?,
         all_reduce,
         speed_trace: v.get("speed_trace").filter(|t| !t.is_null()).map(speed_trace).transpose()?.unwrap_or_default(),
-        host_speed: host_speed(&v)?,
+        host_speed: v.get("host_speed").filter(|h| !h.is_null()).map(host_speed).transpose()?,
     })
 }
 

@@ -324,7 +324,7 @@ FIELD = {"forward": "forward_s", "backward_input": "backward_input_s", "backward
 def host_speed_seconds(ranks):
     """The host's speed kernel's median seconds over every rank's steps after the first (the
     warm-up's kernel ran before any step); None where the ranks did not time it."""
-    seconds = [s for r in ranks for s in r["host_speed_seconds"][1:]]
+    seconds = [s for r in ranks for s in _after_warm_up(r, "host_speed_seconds")]
     return statistics.median(seconds) if seconds else None
 
 
@@ -346,9 +346,10 @@ def _isolated(layers, kinds_of, span, field):
     return sum(layers[kinds_of[layer]][field] for layer in span if kinds_of[layer] in layers)
 
 
-def _after_warm_up(r):
-    """A rank's per-instruction timings of its steps after the first (all of one step)."""
-    return r["timings"][1:] or r["timings"]
+def _after_warm_up(r, key="timings"):
+    """A rank's per-step `key` (its per-instruction timings) of its steps after the first (all
+    of one step)."""
+    return r[key][1:] or r[key]
 
 
 def typical(ranks):
