@@ -41,6 +41,30 @@ pub struct Runtime {
     /// it receives: work that needs a core where the ranks share a host's. Older profiles lack
     /// it (0).
     pub message_cpu_s: f64,
+    /// What each compute op costs once an instruction however many layers it runs (an autograd
+    /// call's start), which the layers' times are given less of. Older profiles lack it (0, and
+    /// their layers' times hold it).
+    pub call: Calls,
+}
+
+/// Seconds per compute op: a forward, a fused backward and the two halves of a split one.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Calls {
+    pub forward_s: f64,
+    pub backward_s: f64,
+    pub backward_input_s: f64,
+    pub backward_weight_s: f64,
+}
+
+impl Calls {
+    fn scaled(&self, by: f64) -> Calls {
+        Calls {
+            forward_s: self.forward_s * by,
+            backward_s: self.backward_s * by,
+            backward_input_s: self.backward_input_s * by,
+            backward_weight_s: self.backward_weight_s * by,
+        }
+    }
 }
 
 /// α–β of a link or of a ring all-reduce (2(k−1)·α + 2(k−1)/k · n/β).
@@ -135,9 +159,9 @@ impl Profile {
         self.speed_trace.iter().any(|r| !r.is_empty()).then_some(self.speed_trace.as_slice())
     }
 
-    /// The same profile with every layer's forward and backward `by` times as long: its kernels
-    /// on a host running at another speed (the optimizer step, the runtime's costs and the
-    /// links as they were).
+    /// The same profile with every layer's forward and backward, and what each compute op costs
+    /// once an instruction, `by` times as long: its kernels on a host running at another speed
+    /// (the optimizer step, the runtime's other costs and the links as they were).
     pub fn kernels_scaled(&self, by: f64) -> Profile {
         let layers = self
             .layers
@@ -153,7 +177,8 @@ impl Profile {
                 (kind.clone(), scaled)
             })
             .collect();
-        Profile { layers, ..self.clone() }
+        let runtime = self.runtime.map(|r| Runtime { call: r.call.scaled(by), ..r });
+        Profile { layers, runtime, ..self.clone() }
     }
 }
 
@@ -236,6 +261,21 @@ fn runtime(v: &Value) -> Result<Runtime, Malformed> {
         send_s: number(v, path, "send_s")?,
         recv_s: number(v, path, "recv_s")?,
         message_cpu_s: optional(v, path, "message_cpu_s")?.unwrap_or(0.0),
+        call: v.get("call_s").filter(|c| !c.is_null()).map(calls).transpose()?.unwrap_or_default(),
+    })
+}
+
+/// `runtime.call_s`: seconds per compute op, each 0 or more.
+fn calls(v: &Value) -> Result<Calls, Malformed> {
+    let path = "runtime.call_s";
+    if !v.is_object() {
+        return Err(malformed(path, "must be an object"));
+    }
+    Ok(Calls {
+        forward_s: number(v, path, "forward_s")?,
+        backward_s: number(v, path, "backward_s")?,
+        backward_input_s: number(v, path, "backward_input_s")?,
+        backward_weight_s: number(v, path, "backward_weight_s")?,
     })
 }
 

@@ -594,6 +594,8 @@ fn a_profile_host_needs_cores_and_threads() {
 /// (0.3 + 0.1), which lands 0.5 later; rank 1 receives (0.4 + 0.1), forwards (3 + 0.3),
 /// backwards in one pass (4 + 0.3), sends (0.4) and steps (0.01 + 0.1); rank 0's receive ends
 /// at the gradient's flight (0.5) and costs 0.5, then its backward (2 + 0.3) and step (0.11).
+/// Each compute instruction also pays its op's call once (`call_s`: 0.01 a forward, 0.02 a
+/// fused backward).
 #[test]
 fn a_profile_gives_each_layer_kind_and_instruction_its_measured_cost() {
     let layer = |f: f64, b: f64| {
@@ -602,16 +604,22 @@ fn a_profile_gives_each_layer_kind_and_instruction_its_measured_cost() {
         )
     };
     let layers = format!(r#"{{"lm:first": {}, "lm:last": {}}}"#, layer(1.0, 2.0), layer(3.0, 4.0));
-    let extra = r#", "runtime": {"instruction_s": 0.1, "compute_s": 0.2, "send_s": 0.3, "recv_s": 0.4},
+    let extra = r#", "runtime": {"instruction_s": 0.1, "compute_s": 0.2, "send_s": 0.3, "recv_s": 0.4,
+ "call_s": {"forward_s": 0.01, "backward_s": 0.02, "backward_input_s": 0.03, "backward_weight_s": 0.04}},
  "p2p": {"alpha_s": 0.5, "beta_bytes_per_s": 1e9}"#;
     let checked = profiled(&unit_profile(&layers, extra), &[]);
     // W0002 only: one microbatch for two ranks.
     let codes: Vec<_> = checked.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, ["W0002"]);
-    let (_, sim) = mpipe::driver::build(checked.plan.as_ref().unwrap()).unwrap().into_simulated();
+    let plan = checked.plan.as_ref().unwrap();
+    let (_, sim) = mpipe::driver::build(plan).unwrap().into_simulated();
     let rank1_grad_sent = 1.3 + 0.4 + 0.5 + 0.5 + 3.3 + 4.3 + 0.4;
-    let expected = rank1_grad_sent + 0.5 + 0.5 + 2.3 + 0.11;
+    let calls = 2.0 * 0.01 + 2.0 * 0.02;
+    let expected = rank1_grad_sent + 0.5 + 0.5 + 2.3 + 0.11 + calls;
     assert!(close(sim.report.step_time_s, expected), "{} != {expected}", sim.report.step_time_s);
+    // A host at another speed runs the calls at it too, as it does the layers.
+    let slower = plan.cluster.profile.as_ref().unwrap().kernels_scaled(2.0);
+    assert!(close(slower.runtime.unwrap().call.backward_input_s, 0.06), "{slower:?}");
 }
 
 /// A layer kind the profile lacks keeps the pinned (or analytic) time, and says so (W0006); a
@@ -630,6 +638,13 @@ fn a_partial_or_broken_profile_is_reported_by_file_and_field() {
         (full.replace(r#""format": 1"#, r#""format": 7"#), "field `format`"),
         (full.replace(r#""date""#, r#""speed_trace": [[[0.001, 1.2], [0.002, 0]]], "date""#), "speed_trace[0][1]"),
         (full.replace(r#""date""#, r#""host_speed": 0.002, "date""#), "host_speed"),
+        (
+            full.replace(
+                r#""date""#,
+                r#""runtime": {"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0, "call_s": {"forward_s": -1}}, "date""#,
+            ),
+            "runtime.call_s.forward_s",
+        ),
         (full.replace(r#""date""#, r#""host_speed": {"kernel": "k", "seconds": 0}, "date""#), "host_speed.seconds"),
         (full.replace(r#""date""#, r#""host_speed": {"seconds": 0.002}, "date""#), "host_speed.kernel"),
     ] {

@@ -663,10 +663,16 @@ fn a_profile_predicts_a_held_out_plans_step() {
     assert!(!speed.kernel.is_empty() && speed.seconds > 0.0 && speed.seconds < 1.0, "{speed:?}");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("host's speed kernel: "), "{said}");
+    assert!(said.contains("a compute instruction's call"), "{said}");
     // And, on Linux with two cores or more, the interval between its scheduler's balancings
     // (each of the measurement's trials waits 50 ms at most); on Linux, its time slice (a
     // turn of the two processes measuring it, within their 1 s).
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    // What a compute op costs once an instruction, apart from the layers' times, per op.
+    let calls = &raw["runtime"]["call_s"];
+    let ops = ["forward_s", "backward_s", "backward_input_s", "backward_weight_s"];
+    assert!(ops.iter().all(|op| calls[op].as_f64().is_some_and(|c| c >= 0.0)), "{calls}");
+    assert_eq!(profile.runtime.expect("runtime").call.backward_s, calls["backward_s"].as_f64().unwrap());
     if cfg!(target_os = "linux") && host.cores >= 2 {
         let balance = raw["device"]["balance_s"].as_f64();
         assert!(balance.is_some_and(|s| (0.0..=0.1).contains(&s)) && balance == Some(host.balance_s), "{raw}");

@@ -102,6 +102,14 @@ fn summary(p: &Profile) -> String {
             us(r.recv_s),
             us(r.message_cpu_s)
         ));
+        let c = r.call;
+        lines.push(format!(
+            "a compute instruction's call, once however many layers it runs: {} a forward, {} a backward, {} an input half, {} a weight half",
+            us(c.forward_s),
+            us(c.backward_s),
+            us(c.backward_input_s),
+            us(c.backward_weight_s)
+        ));
     }
     if let Some(line) = speed_summary(&p.speed_trace) {
         lines.push(line);

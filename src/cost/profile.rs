@@ -67,6 +67,20 @@ impl Measured {
         layers.map(|l| self.layer(l)?.optimizer_s).sum()
     }
 
+    /// What a compute instruction of `op` costs once however many layers it runs, beyond its
+    /// layers' times (0 for any other op, and from older profiles).
+    pub fn call(&self, op: crate::ir::Op) -> f64 {
+        use crate::ir::Op;
+        let Some(c) = self.profile.runtime.map(|r| r.call) else { return 0.0 };
+        match op {
+            Op::Forward => c.forward_s,
+            Op::Backward => c.backward_s,
+            Op::BackwardInput => c.backward_input_s,
+            Op::BackwardWeight => c.backward_weight_s,
+            _ => 0.0,
+        }
+    }
+
     /// What the runtime adds to one instruction of `op`.
     pub fn overhead(&self, op: crate::ir::Op) -> f64 {
         use crate::ir::Op;

@@ -73,10 +73,12 @@ impl ModelDurations<'_> {
     }
 
     /// A compute instruction's kernels: its stage's layers, for its share of the microbatch's
-    /// images (0 for any other instruction).
+    /// images, and with a profile, what its op costs once an instruction (0 for any other
+    /// instruction).
     pub fn kernels(&self, i: &Instr) -> f64 {
         let share = i.share(self.model.plan().batch.images as u32);
-        cost::compute_time(self.model, i.op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0)) * share
+        let call = self.model.measured().map_or(0.0, |p| p.call(i.op));
+        call + cost::compute_time(self.model, i.op, self.stage_layers(i.stage.unwrap_or(0)), i.mb.unwrap_or(0)) * share
     }
 
     /// The instruction's own work, without what the runtime adds to every instruction.

@@ -15,6 +15,9 @@ what the profile says of the model and shapes). This writes DIR/profile.json:
   in the receiver's hands, fitted to t = α + n/β;
 - all-reduce over the plan's pipeline group (and data-parallel group, with dp) at a few sizes,
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
+- what each compute op costs once an instruction however many layers it runs (an autograd
+  call's start), from a run of layers of one kind against one of them (`measure_calls`): the
+  layers' times above are given less it, and the runtime's `call_s` holds it;
 - the runtime's per-instruction costs: the plan run for a few steps by the executor, every
   instruction timed, set against the layer times above (each op's ratio, `calibrate`);
 - the host's speed over that run: each compute instruction's time in each step against its
@@ -63,6 +66,10 @@ from .actions import Dir, load_plan  # noqa: E402
 # the barrier's own skew, so the receiver waits for the message); the sizes of the fits.
 REPEATS = 7
 REDUCE_REPEATS = 60
+# A compute op's cost per call is the difference of two small times (`measure_calls`): more
+# repeats, over a run of up to CALL_LAYERS layers of one kind.
+CALL_REPEATS = 21
+CALL_LAYERS = 4
 DELIVERY_REPEATS = 30
 SENDER_DELAY_S = 0.002
 P2P_ELEMENTS = (16, 4096, 262144)
@@ -178,6 +185,52 @@ def measure_layer(module, x, batch, last, loss_fn, microbatches, time_of, lr):
 
     row["optimizer_s"] = time_of(optimizer)
     return row
+
+
+def same_kind_run(kinds_of, most=CALL_LAYERS):
+    """range of the first run of `most` consecutive layers of one kind (of the longest, where
+    none is that long); None where no two neighbours share a kind."""
+    best, start = None, 0
+    for end in range(1, len(kinds_of) + 1):
+        if end == len(kinds_of) or kinds_of[end] != kinds_of[start]:
+            if end - start >= 2 and (best is None or end - start > len(best)):
+                best = range(start, min(end, start + most))
+                if len(best) == most:
+                    return best
+            start = end
+    return best
+
+
+def measure_calls(plan, config, kinds_of, device):
+    """{field: seconds}: what each compute op costs once an instruction, however many layers it
+    runs. An op is one autograd call over the stage's layers (a backward's engine start, its
+    graph task), and a layer measured alone pays that once; a stage of n layers pays it once, not
+    n times. Measured as the difference between a run of n layers of one kind and n times one of
+    them, (n·t₁ − tₙ)/(n − 1), 0 at least; 0 where no two neighbouring layers share a kind."""
+    span = same_kind_run(kinds_of)
+    if span is None:
+        return {field: 0.0 for field in FIELD.values()}
+    adapter = adapters.load(config.get("adapter", "miniature"))
+    sync, clock = synchronizer(device), work_clock(device)
+    time_of = lambda run: timed(sync, run, CALL_REPEATS, clock=clock)
+    batch = devices.batch_to(adapter.batch(0, 0, config), device)
+    x = None
+    for layer in range(span.start):
+        with torch.no_grad():
+            x = adapter.build(range(layer, layer + 1), config["kinds"], config).to(device)(x, batch)
+    last, n = span.stop == len(kinds_of), len(span)
+    one, run = (measure_layer(adapter.build(range(span.start, span.start + k), config["kinds"], config).to(device), x,
+                              batch, last, adapter.loss, plan["pipeline"]["microbatches"], time_of, config.get("lr", 0.05))
+                for k in (1, n))
+    return {field: max((n * one[field] - run[field]) / (n - 1), 0.0) for field in FIELD.values()}
+
+
+def per_layer(layers, calls):
+    """The layers' times less what their op costs once an instruction (`measure_calls`), which
+    the simulator adds to each instruction instead (0 at least)."""
+    for row in layers.values():
+        for field, call in calls.items():
+            row[field] = max(row[field] - call, 0.0)
 
 
 def measure_kinds(plan, config, kinds, device):
@@ -361,16 +414,19 @@ def typical(ranks):
             yield r, [statistics.median(times) for times in zip(*_after_warm_up(r))]
 
 
-def kernel_points(plan, ranks, layers, kinds_of):
+def kernel_points(plan, ranks, layers, kinds_of, calls=None):
     """(op, the isolated layers' seconds, the seconds the runtime took: its median over the
-    steps) of every compute instruction."""
+    steps) of every compute instruction; with `calls` ({field: seconds}), the layers' times are
+    per layer (`per_layer`) and each instruction adds its op's call once."""
     stages, images = plan["stages"], plan["pipeline"].get("images", 1)
     for r, times in typical(ranks):
         for i, t in zip(plan["ranks"][r["rank"]]["instructions"], times):
             if i["op"] not in FIELD:
                 continue
             share = (i["images"][1] - i["images"][0]) / images if i.get("images") else 1.0
-            yield i["op"], _isolated(layers, kinds_of, range(*stages[i["stage"]]["layers"]), FIELD[i["op"]]) * share, t
+            field = FIELD[i["op"]]
+            call = calls[field] if calls else 0.0
+            yield i["op"], call + _isolated(layers, kinds_of, range(*stages[i["stage"]]["layers"]), field) * share, t
 
 
 def speed_trace(plan, ranks):
@@ -393,7 +449,7 @@ def _ratio(points):
     return sum(t for _, _, t in points) / isolated if isolated > 0 else 1.0
 
 
-def calibrate(plan, ranks, layers, kinds_of):
+def calibrate(plan, ranks, layers, kinds_of, calls=None):
     """The layers as the runtime runs them: per op (forward, each backward), the seconds its
     instructions took in the plan's run (each its median over the steps) against the sum of
     their layers' isolated times. Each
@@ -402,12 +458,13 @@ def calibrate(plan, ranks, layers, kinds_of):
     not hold by the ratio over every compute instruction. A line fitted through all of them (a
     scale and a constant per instruction) is not used: forwards and backwards sit in two
     clusters with ratios of their own, and the line through them has a constant of milliseconds
-    that no instruction has. Returns {field: ratio}."""
-    points = list(kernel_points(plan, ranks, layers, kinds_of))
+    that no instruction has; what an op costs once an instruction (`calls`, where measured) is
+    a constant of each op's own, measured, and is scaled with its layers. Returns {field: ratio}."""
+    points = list(kernel_points(plan, ranks, layers, kinds_of, calls))
     every = _ratio(points)
     scales = {field: _ratio([p for p in points if p[0] == op]) if any(p[0] == op for p in points) else every
               for op, field in FIELD.items()}
-    for row in layers.values():
+    for row in list(layers.values()) + ([calls] if calls else []):
         for field, scale in scales.items():
             row[field] *= scale
     return scales
@@ -423,13 +480,14 @@ def cpu_clock(device, world):
     return device.type == "cpu" and world > host_cores()
 
 
-def runtime_costs(plan, ranks, layers, kinds_of, cpu):
+def runtime_costs(plan, ranks, layers, kinds_of, cpu, calls=None):
     """The executor's costs beyond the layers: the loop between instructions (the step less
     its instructions' times, per instruction), posting a send, a receive of a message already there. On a GPU the times are the wall
     clock's, and the fastest fifth of the receives are those whose message was there; on a CPU
     (`cpu`) they are the thread's CPU seconds, which a receive spends only on a message that is
-    there, so the median receive."""
-    scales = calibrate(plan, ranks, layers, kinds_of)
+    there, so the median receive. `calls` (`measure_calls`, per layer `layers`) are calibrated
+    with the layers and given as `call_s`."""
+    scales = calibrate(plan, ranks, layers, kinds_of, calls)
     gaps, sends, receives = [], [], []
     for rank, seconds, times in steady(ranks):
         gaps.append((seconds - sum(times)) / max(len(times), 1))
@@ -443,7 +501,7 @@ def runtime_costs(plan, ranks, layers, kinds_of, cpu):
         "send_s": statistics.median(sends) if sends else 0.0,
         "recv_s": statistics.median(receives) if cpu and receives else _quantile(receives, 0.2),
         "clock": "cpu" if cpu else "wall",
-    }
+    } | ({"call_s": calls} if calls else {})
 
 
 def message_cpu(plan, ranks):
@@ -561,14 +619,16 @@ def profile(run_dir, backend=None):
     device = devices.device_of(backend, 0)
     torch.set_num_threads(1)
     layers = measure_kinds(plan, config, request["kinds"], device)
+    kinds_of = request["kind_of_layer"]
+    calls = measure_calls(plan, config, kinds_of, device)
+    per_layer(layers, calls)
     if device.type == "cuda":
         # The ranks' processes need the memory the layers held.
         torch.cuda.empty_cache()
     ranks = run_ranks(plan, config, request["steps"], run_dir, backend)
-    kinds_of = request["kind_of_layer"]
     out = dict(request["meta"])
     # The clock the ranks timed their instructions with.
-    runtime = runtime_costs(plan, ranks, layers, kinds_of, ranks[0]["cpu_clock"])
+    runtime = runtime_costs(plan, ranks, layers, kinds_of, ranks[0]["cpu_clock"], calls)
     runtime["message_cpu_s"] = message_cpu(plan, ranks)
     host = dict(cores=host_cores(), threads=max(r["threads"] for r in ranks))
     if device.type == "cpu":
