@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use mpipe::plan::Plan;
-use mpipe::profile::{self, Profile};
+use mpipe::profile::{self, Calls, Profile};
 
 use super::verify::{self, usage_error};
 use super::{EXIT_INPUT, EXIT_USAGE, Global};
@@ -69,7 +69,6 @@ fn write_profile(out: &Path, text: &str) -> std::io::Result<()> {
 }
 
 fn summary(p: &Profile) -> String {
-    let us = |s: f64| format!("{:.1} us", s * 1e6);
     let mut lines =
         vec![format!("{} layer kinds: {}", p.layers.len(), p.layers.keys().cloned().collect::<Vec<_>>().join(", "))];
     if let Some(h) = p.host.filter(|_| p.device_type == "cpu") {
@@ -102,14 +101,9 @@ fn summary(p: &Profile) -> String {
             us(r.recv_s),
             us(r.message_cpu_s)
         ));
-        let c = r.call;
-        lines.push(format!(
-            "a compute instruction's call, once however many layers it runs: {} a forward, {} a backward, {} an input half, {} a weight half",
-            us(c.forward_s),
-            us(c.backward_s),
-            us(c.backward_input_s),
-            us(c.backward_weight_s)
-        ));
+    }
+    if let Some(line) = calls_summary(p.runtime.map(|r| r.call)) {
+        lines.push(line);
     }
     if let Some(line) = speed_summary(&p.speed_trace) {
         lines.push(line);
@@ -121,6 +115,23 @@ fn summary(p: &Profile) -> String {
         ));
     }
     lines.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+fn us(s: f64) -> String {
+    format!("{:.1} us", s * 1e6)
+}
+
+/// What each compute op costs once an instruction; nothing for an older profile, whose layers'
+/// times hold it.
+fn calls_summary(calls: Option<Calls>) -> Option<String> {
+    let c = calls.filter(|c| *c != Calls::default())?;
+    Some(format!(
+        "a compute instruction's call, once however many layers it runs: {} a forward, {} a backward, {} an input half, {} a weight half",
+        us(c.forward_s),
+        us(c.backward_s),
+        us(c.backward_input_s),
+        us(c.backward_weight_s)
+    ))
 }
 
 /// How far the host's speed moved over the profile's run: the instructions' time against their
@@ -223,7 +234,7 @@ pub fn run(global: &Global, plan: &Path, options: &Options) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::speed_summary;
+    use super::{Calls, calls_summary, speed_summary};
 
     /// Four typical seconds that took six (1 + 3 + 2), the tenth slowest at 3 times; no trace,
     /// no line.
@@ -238,5 +249,18 @@ mod tests {
         );
         assert_eq!(speed_summary(&[]), None);
         assert_eq!(speed_summary(&[vec![]]), None);
+    }
+
+    /// A profile's calls, each op's; none from an older profile (all 0) or one without a runtime.
+    #[test]
+    fn the_summary_gives_each_ops_call_where_measured() {
+        let calls = Calls { forward_s: 1e-5, backward_s: 8e-5, backward_input_s: 9e-5, backward_weight_s: 7e-5 };
+        let line = calls_summary(Some(calls)).unwrap();
+        assert!(
+            line.contains("10.0 us a forward, 80.0 us a backward, 90.0 us an input half, 70.0 us a weight half"),
+            "{line}"
+        );
+        assert_eq!(calls_summary(Some(Calls::default())), None);
+        assert_eq!(calls_summary(None), None);
     }
 }
