@@ -36,6 +36,7 @@ clock's. The ranks are this machine's processes, one device each, forked (CPU) o
 and NPU, which cannot be forked once initialised) from this one.
 """
 
+import collections
 import datetime
 import json
 import math
@@ -187,6 +188,40 @@ def measure_layer(module, x, batch, last, loss_fn, microbatches, time_of, lr):
     return row
 
 
+class _Bench:
+    """The model's layers as `profile` measures them: built by the adapter on `device`, fed the
+    first microbatch, each measurement the fewest of `repeats` in the device's work clock."""
+
+    def __init__(self, plan, config, device, repeats=REPEATS):
+        self.plan, self.config, self.device = plan, config, device
+        self.adapter = adapters.load(config.get("adapter", "miniature"))
+        sync, clock = synchronizer(device), work_clock(device)
+        self.time_of = lambda run: timed(sync, run, repeats, clock=clock)
+        self.count = max(s["layers"][1] for s in plan["stages"])
+        self.batch = devices.batch_to(self.adapter.batch(0, 0, config), device)
+
+    def build(self, layers):
+        return self.adapter.build(layers, self.config["kinds"], self.config).to(self.device)
+
+    def fed(self, stop):
+        """Yields (layer, its module, its input) for the layers before `stop`, built one at a
+        time, each fed the output of the one before (so a layer sees the input it has in the
+        model); one module alive at a time, for a model too large for the device."""
+        x = None
+        for layer in range(stop):
+            module = self.build(range(layer, layer + 1))
+            yield layer, module, x
+            if layer + 1 < stop:
+                with torch.no_grad():
+                    x = module(x, self.batch)
+            del module
+
+    def measure(self, module, x, layers):
+        """`measure_layer` of the module of `layers` on input `x`."""
+        return measure_layer(module, x, self.batch, layers.stop == self.count, self.adapter.loss,
+                             self.plan["pipeline"]["microbatches"], self.time_of, self.config.get("lr", 0.05))
+
+
 def same_kind_run(kinds_of, most=CALL_LAYERS):
     """range of the first run of `most` consecutive layers of one kind (of the longest, where
     none is that long); None where no two neighbours share a kind."""
@@ -210,18 +245,12 @@ def measure_calls(plan, config, kinds_of, device):
     span = same_kind_run(kinds_of)
     if span is None:
         return {field: 0.0 for field in FIELD.values()}
-    adapter = adapters.load(config.get("adapter", "miniature"))
-    sync, clock = synchronizer(device), work_clock(device)
-    time_of = lambda run: timed(sync, run, CALL_REPEATS, clock=clock)
-    batch = devices.batch_to(adapter.batch(0, 0, config), device)
-    x = None
-    for layer in range(span.start):
-        with torch.no_grad():
-            x = adapter.build(range(layer, layer + 1), config["kinds"], config).to(device)(x, batch)
-    last, n = span.stop == len(kinds_of), len(span)
-    one, run = (measure_layer(adapter.build(range(span.start, span.start + k), config["kinds"], config).to(device), x,
-                              batch, last, adapter.loss, plan["pipeline"]["microbatches"], time_of, config.get("lr", 0.05))
-                for k in (1, n))
+    bench = _Bench(plan, config, device, CALL_REPEATS)
+    # The first layer of the run, fed as in the model (the layers before it only feed it).
+    _, module, x = collections.deque(bench.fed(span.start + 1), maxlen=1)[0]
+    n = len(span)
+    one, run = (bench.measure(m, x, layers) for m, layers in ((module, range(span.start, span.start + 1)),
+                                                            (bench.build(span), span)))
     return {field: max((n * one[field] - run[field]) / (n - 1), 0.0) for field in FIELD.values()}
 
 
@@ -234,26 +263,11 @@ def per_layer(layers, calls):
 
 
 def measure_kinds(plan, config, kinds, device):
-    """{kind: its numbers}: the model's layers built one at a time, each fed the output of the
-    one before (so a layer sees the input it has in the model), the kinds' layers measured."""
-    adapter = adapters.load(config.get("adapter", "miniature"))
-    sync, clock = synchronizer(device), work_clock(device)
-    time_of = lambda run: timed(sync, run, clock=clock)
-    at = {layer: kind for kind, layer in kinds.items()}
-    count = max(s["layers"][1] for s in plan["stages"])
-    batch = devices.batch_to(adapter.batch(0, 0, config), device)
-    x, out = None, {}
-    for layer in range(max(at) + 1):
-        module = adapter.build(range(layer, layer + 1), config["kinds"], config).to(device)
-        if layer in at:
-            last = layer == count - 1
-            out[at[layer]] = measure_layer(module, x, batch, last, adapter.loss, plan["pipeline"]["microbatches"], time_of,
-                                           config.get("lr", 0.05))
-        if layer + 1 <= max(at):
-            with torch.no_grad():
-                x = module(x, batch)
-        del module
-    return out
+    """{kind: its numbers}: the model's layers fed as in the model (`_Bench.fed`), the kinds'
+    layers measured."""
+    bench, at = _Bench(plan, config, device), {layer: kind for kind, layer in kinds.items()}
+    return {at[layer]: bench.measure(module, x, range(layer, layer + 1))
+            for layer, module, x in bench.fed(max(at) + 1) if layer in at}
 
 
 # ---- the ranks: links, collectives and the runtime ------------------------------------------
