@@ -41,6 +41,9 @@ pub struct Runtime {
     /// it receives: work that needs a core where the ranks share a host's. Older profiles lack
     /// it (0).
     pub message_cpu_s: f64,
+    /// How long a message waits, at most, for the sending process's thread while the process
+    /// goes on computing (on a CPU host the thread needs a core). Older profiles lack it (0).
+    pub send_wait_s: f64,
     /// What each compute op costs once an instruction however many layers it runs (an autograd
     /// call's start), which the layers' times are given less of. Older profiles lack it (0, and
     /// their layers' times hold it).
@@ -261,6 +264,7 @@ fn runtime(v: &Value) -> Result<Runtime, Malformed> {
         send_s: number(v, path, "send_s")?,
         recv_s: number(v, path, "recv_s")?,
         message_cpu_s: optional(v, path, "message_cpu_s")?.unwrap_or(0.0),
+        send_wait_s: optional(v, path, "send_wait_s")?.unwrap_or(0.0),
         call: v.get("call_s").filter(|c| !c.is_null()).map(calls).transpose()?.unwrap_or_default(),
     })
 }

@@ -645,6 +645,13 @@ fn a_partial_or_broken_profile_is_reported_by_file_and_field() {
             ),
             "runtime.call_s.forward_s",
         ),
+        (
+            full.replace(
+                r#""date""#,
+                r#""runtime": {"instruction_s": 0, "compute_s": 0, "send_s": 0, "recv_s": 0, "send_wait_s": -0.001}, "date""#,
+            ),
+            "runtime.send_wait_s",
+        ),
         (full.replace(r#""date""#, r#""host_speed": {"kernel": "k", "seconds": 0}, "date""#), "host_speed.seconds"),
         (full.replace(r#""date""#, r#""host_speed": {"seconds": 0.002}, "date""#), "host_speed.kernel"),
     ] {
@@ -908,4 +915,25 @@ fn sharded_weights_wait_only_for_what_the_layers_do_not_hide() {
     assert!(close(z.static_bytes(0..32), (6.0 + 12.0 / 8.0) * params));
     assert!(close(s.optimizer_time(0..32), w.optimizer_time(0..32) / 8.0));
     assert!(close(z.optimizer_time(0..32), s.optimizer_time(0..32)));
+}
+
+/// A message waits for its sending thread while the sender goes on computing, at most the
+/// profile's `send_wait_s`: on 1F1B on 3 ranks with a core each (f = 1, b = 2, 15 s a step
+/// without), the critical path crosses four messages whose senders compute next (two forwards
+/// filling the pipeline, two backwards draining it), so a wait of w adds 4w. A wait longer
+/// than the senders' work ends where their threads wait for a message: 10 s adds 8, not 40.
+#[test]
+fn a_profile_send_wait_delays_messages_whose_sender_computes_on() {
+    let plan = profiled_1f1b_plan(r#", "cores": 3, "threads": 1"#, 1, 0.0, 0.0, 0.0, 0.0);
+    let built = mpipe::driver::build(&plan).unwrap();
+    let step = |wait: f64| {
+        let mut waiting = plan.clone();
+        let profile = plan.cluster.profile.as_ref().unwrap();
+        let runtime = profile.runtime.map(|r| mpipe::profile::Runtime { send_wait_s: wait, ..r });
+        waiting.cluster.profile = Some(std::sync::Arc::new(mpipe::profile::Profile { runtime, ..(**profile).clone() }));
+        mpipe::sim::report::simulate(&built.derived, &CostModel::new(&waiting)).report.step_time_s
+    };
+    for (wait, expected) in [(0.0, 15.0), (0.25, 16.0), (0.5, 17.0), (10.0, 23.0)] {
+        assert!(close(step(wait), expected), "a wait of {wait} s: {}", step(wait));
+    }
 }

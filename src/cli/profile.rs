@@ -101,6 +101,12 @@ fn summary(p: &Profile) -> String {
             us(r.recv_s),
             us(r.message_cpu_s)
         ));
+        if r.send_wait_s > 0.0 {
+            lines.push(format!(
+                "a message waits up to {} for its sending thread while the sender goes on computing",
+                us(r.send_wait_s)
+            ));
+        }
     }
     if let Some(line) = calls_summary(p.runtime.map(|r| r.call)) {
         lines.push(line);

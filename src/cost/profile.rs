@@ -104,6 +104,7 @@ impl Measured {
             threads: host.threads as f64,
             replicas: replicas.max(1) as f64,
             message_cpu: self.profile.runtime.map_or(0.0, |r| r.message_cpu_s),
+            send_wait: self.profile.runtime.map_or(0.0, |r| r.send_wait_s),
             balance: host.balance_s,
             slice: host.slice_s,
         })

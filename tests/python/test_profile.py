@@ -118,6 +118,16 @@ class SpeedTrace(unittest.TestCase):
         self.assertEqual((scales["forward_s"], scales["backward_s"]), (1.0, 0.75))
 
 
+class SendWait(unittest.TestCase):
+    def test_the_mean_busy_delivery_less_the_median_idle_one(self):
+        # Deliveries of 0.5, 0.2 and 1.5 ms with the sender computing on (mean 0.733 ms), 0.2 ms
+        # with it waiting, at the same size: 0.533 ms; never below 0.
+        sent, got = [(64, [0.0, 1.0, 2.0])], [(64, [0.0005, 1.0002, 2.0015])]
+        idle = [(64, 0.0002), (16384, 0.0003)]
+        self.assertAlmostEqual(profile.send_wait(sent, got, idle), 0.0005333333, places=9)
+        self.assertEqual(profile.send_wait(sent, got, [(64, 0.01)]), 0.0)
+
+
 class HostSpeed(unittest.TestCase):
     def test_the_median_over_every_ranks_steps_after_the_first(self):
         # Each rank's first kernel ran before the warm-up step; an accelerator's ranks time none.

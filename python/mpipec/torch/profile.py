@@ -12,7 +12,9 @@ what the profile says of the model and shapes). This writes DIR/profile.json:
   step over its parameters as the runtime runs it, its output's bytes and its gradients' bytes and count;
 - point-to-point latency and bandwidth between two ranks: messages sent as the executor sends
   them to a rank waiting as the executor waits, timed from the send's posting to the tensor
-  in the receiver's hands, fitted to t = α + n/β;
+  in the receiver's hands, fitted to t = α + n/β; on a CPU, the same with the sender
+  computing after it posts, as a rank goes on to its next instruction: what a message waits
+  beyond α for the sending thread, which needs the core the rank computes on (`send_wait_s`);
 - all-reduce over the plan's pipeline group (and data-parallel group, with dp) at a few sizes,
   fitted to the ring's 2(k−1)·α + 2(k−1)/k · n/β;
 - what each compute op costs once an instruction however many layers it runs (an autograd
@@ -73,6 +75,9 @@ CALL_REPEATS = 21
 CALL_LAYERS = 4
 DELIVERY_REPEATS = 30
 SENDER_DELAY_S = 0.002
+# How long a sender computes after posting, in `deliveries(busy=True)`: longer than a CPU
+# scheduler's slice (1.4 ms on the 2-core VM), as a stage's instruction usually is.
+SENDER_WORK_S = 0.004
 P2P_ELEMENTS = (16, 4096, 262144)
 REDUCE_ELEMENTS = (16, 16384, 262144)
 
@@ -273,7 +278,7 @@ def measure_kinds(plan, config, kinds, device):
 # ---- the ranks: links, collectives and the runtime ------------------------------------------
 
 
-def deliveries(rank, device, sync):
+def deliveries(rank, device, sync, sizes=P2P_ELEMENTS, busy=False):
     """Per message size, (bytes, the seconds from rank 0's send posted to its tensor in rank 1's
     hands) over `DELIVERY_REPEATS` messages: each sent as the executor sends it (`wire`, one
     batch) to a rank waiting for it as the executor waits (its receiving thread, `Inbox`, on
@@ -288,9 +293,11 @@ def deliveries(rank, device, sync):
     device. Both stamps are of the host's monotonic clock (`time.perf_counter`), which the
     ranks, processes of this machine, share; a sender descheduled once its send is posted
     stamps it after the arrival, so one delivery can come out below 0 (the median does not).
-    Other ranks only join the barriers."""
+    With `busy` the sender computes for SENDER_WORK_S after posting, as the executor goes on
+    to its next instruction, before it waits for its send (`send_wait`). Other ranks only join
+    the barriers."""
     points, inline = [], wire.inline_here()
-    for n in P2P_ELEMENTS:
+    for n in sizes:
         t, stamps = torch.ones(n, device=device), []
         inbox = executor.Inbox(0, DELIVERY_REPEATS + 1, device) if rank == 1 and inline else None
         for _ in range(DELIVERY_REPEATS + 1):
@@ -299,6 +306,8 @@ def deliveries(rank, device, sync):
                 time.sleep(SENDER_DELAY_S)
                 works = dist.batch_isend_irecv(wire.sends(Dir.ACT, 0, 0, t, 1, inline))
                 stamps.append(time.perf_counter())
+                if busy:
+                    compute_for(SENDER_WORK_S)
                 for work in works:
                     work.wait()
             elif rank == 1:
@@ -309,6 +318,25 @@ def deliveries(rank, device, sync):
             inbox.join()
         points.append((n * t.element_size(), stamps[1:]))
     return points
+
+
+def compute_for(seconds):
+    """Small matrix multiplies until this thread has computed for `seconds` of its CPU."""
+    a, until = torch.full((48, 48), 0.01), time.thread_time() + seconds
+    while time.thread_time() < until:
+        a = torch.tanh(a @ a)
+
+
+def send_wait(sent, received, idle):
+    """What a message waits for its sending thread while its sender computes (the thread needs
+    the core the rank's thread holds): the mean delivery with the sender computing after it
+    posts (`deliveries(busy=True)`, rank 0's and rank 1's) less the median with the sender
+    waiting (`idle`, `flights`), at the same size, 0 at least. The mean, not the median: the
+    thread gets the core at once or after the rank's time slice, by turns (on the 2-core VM
+    about a third of the messages waited 1.2 to 1.5 ms, the rest none), and a step pays the
+    waits of all its messages."""
+    (n, posted), (_, got) = sent[0], received[0]
+    return max(statistics.fmean(b - a for a, b in zip(posted, got)) - dict(idle)[n], 0.0)
 
 
 def flights(sent, received):
@@ -341,6 +369,9 @@ def _worker(rank, world, rendezvous, plan, config, steps, out_dir, backend):
     try:
         groups = devices.groups(plan)
         result = {"p2p": deliveries(rank, device, sync) if world > 1 else []}
+        # A GPU's sends go on the device's queues, not a thread that needs the host's core.
+        cpu_p2p = world > 1 and device.type == "cpu"
+        result["p2p_busy"] = deliveries(rank, device, sync, P2P_ELEMENTS[:1], busy=True) if cpu_p2p else []
         result["pp"] = all_reduce(groups.pp, device, sync) if plan["pipeline"]["ranks"] > 1 else []
         result["dp"] = all_reduce(groups.dp, device, sync) if groups.dp is not None else []
         record = {}
@@ -665,7 +696,10 @@ def profile(run_dir, backend=None):
         out["host_speed"] = dict(kernel=host_speed.KERNEL, seconds=seconds)
     # `deliveries` sends from the process of global rank 0 to that of rank 1.
     if len(ranks) > 1:
-        out["p2p"] = alpha_beta_p2p(flights(ranks[0]["p2p"], ranks[1]["p2p"]))
+        idle = flights(ranks[0]["p2p"], ranks[1]["p2p"])
+        out["p2p"] = alpha_beta_p2p(idle)
+        if ranks[0]["p2p_busy"]:
+            runtime["send_wait_s"] = send_wait(ranks[0]["p2p_busy"], ranks[1]["p2p_busy"], idle)
     all_reduce_fits = {}
     for group, k in (("pp", plan["pipeline"]["ranks"]), ("dp", plan["pipeline"]["dp"])):
         timed_lists = [r[group] for r in ranks if r[group]]

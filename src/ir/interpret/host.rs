@@ -45,6 +45,9 @@ pub struct Shared {
     pub message_cpu: f64,
     pub balance: f64,
     pub slice: f64,
+    /// How long a message waits, at most, for its sender's sending thread while the sender
+    /// computes (`send_wait_s`; 0: it leaves at once).
+    pub send_wait: f64,
 }
 
 impl Shared {
@@ -345,7 +348,15 @@ mod tests {
 
     /// Two cores, three ranks, balancings every 10 ms from 0.
     fn two_cores() -> Cores {
-        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01, slice: 0.0 };
+        let shared = Shared {
+            cores: 2.0,
+            threads: 1.0,
+            replicas: 1.0,
+            message_cpu: 0.0,
+            balance: 0.01,
+            slice: 0.0,
+            send_wait: 0.0,
+        };
         Cores::new(shared, 3, 0.0)
     }
 
@@ -382,7 +393,15 @@ mod tests {
 
     #[test]
     fn with_a_slice_ranks_take_turns_at_the_ends_of_their_work() {
-        let shared = Shared { cores: 1.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.0, slice: 1.0 };
+        let shared = Shared {
+            cores: 1.0,
+            threads: 1.0,
+            replicas: 1.0,
+            message_cpu: 0.0,
+            balance: 0.0,
+            slice: 1.0,
+            send_wait: 0.0,
+        };
         let mut c = Cores::new(shared, 2, 0.0);
         c.start(0, 0.5, true, None);
         c.start(1, 3.0, true, None);
@@ -402,7 +421,15 @@ mod tests {
 
     #[test]
     fn where_both_cores_are_crowded_a_waking_rank_takes_the_less_crowded() {
-        let shared = Shared { cores: 2.0, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance: 0.01, slice: 0.0 };
+        let shared = Shared {
+            cores: 2.0,
+            threads: 1.0,
+            replicas: 1.0,
+            message_cpu: 0.0,
+            balance: 0.01,
+            slice: 0.0,
+            send_wait: 0.0,
+        };
         let mut c = Cores::new(shared, 6, 0.0);
         for (r, place) in [(0, 0), (1, 0), (5, 0), (2, 1), (3, 1), (4, 0)] {
             c.home[r] = Some(place);

@@ -144,6 +144,8 @@ struct Machine<'a> {
     woken: Vec<usize>,
     /// Core time a receive costs beyond its instruction on a shared host (`Shared`).
     message_cpu: f64,
+    /// How long a sent message waits, at most, for its sender's thread (`Shared`; else 0).
+    send_wait: f64,
 }
 
 impl<'a> Machine<'a> {
@@ -165,6 +167,7 @@ impl<'a> Machine<'a> {
             pending: vec![Vec::new(); ranks],
             woken: Vec::new(),
             message_cpu: 0.0,
+            send_wait: durations.shared().map_or(0.0, |s| s.send_wait),
         }
     }
 
@@ -253,11 +256,36 @@ impl<'a> Machine<'a> {
         if i.op == Op::Send
             && let Some(k) = key(rank, i)
         {
-            self.arrived.insert(k, end + self.durations.transfer(rank, k.1, i));
+            let leaves = end + self.send_wait(r, end);
+            self.arrived.insert(k, leaves + self.durations.transfer(rank, k.1, i));
             if let Some(w) = self.waiting.remove(&k) {
                 self.woken.push(w);
             }
         }
+    }
+
+    /// How long a message rank `r` posted at `end` waits for its process's sending thread,
+    /// which on a CPU host needs a core: the rank's own thread goes on with its list, and the
+    /// sending thread runs once that thread waits (for a message not yet there, a collective,
+    /// the list's end) or after the profile's `send_wait` (what a message whose sender went on
+    /// computing took beyond one whose sender waited), whichever is first.
+    fn send_wait(&self, r: usize, end: f64) -> f64 {
+        let rank = r as u32;
+        let mut busy = 0.0;
+        for next in &self.ir.ranks[r].instructions[self.pc[r]..] {
+            let waits = match next.op {
+                // A message whose send has not been run yet counts as not there: where each
+                // rank has a device the ranks run in turns, each as far as it can.
+                Op::Recv => key(rank, next).and_then(|k| self.arrived.get(&k)).is_none_or(|t| t > end + busy),
+                Op::AllReduce => true,
+                _ => false,
+            };
+            if waits || busy >= self.send_wait {
+                break;
+            }
+            busy += self.durations.instruction(rank, next);
+        }
+        busy.min(self.send_wait)
     }
 
     fn timeline(self) -> Result<Timeline, Deadlock> {
