@@ -346,17 +346,15 @@ fn step(
 mod tests {
     use super::*;
 
+    /// A host of `cores` cores, one thread a process, balanced every `balance` s, in turns of
+    /// `slice` s.
+    fn host(cores: f64, balance: f64, slice: f64) -> Shared {
+        Shared { cores, threads: 1.0, replicas: 1.0, message_cpu: 0.0, balance, slice, send_wait: 0.0 }
+    }
+
     /// Two cores, three ranks, balancings every 10 ms from 0.
     fn two_cores() -> Cores {
-        let shared = Shared {
-            cores: 2.0,
-            threads: 1.0,
-            replicas: 1.0,
-            message_cpu: 0.0,
-            balance: 0.01,
-            slice: 0.0,
-            send_wait: 0.0,
-        };
+        let shared = host(2.0, 0.01, 0.0);
         Cores::new(shared, 3, 0.0)
     }
 
@@ -393,15 +391,7 @@ mod tests {
 
     #[test]
     fn with_a_slice_ranks_take_turns_at_the_ends_of_their_work() {
-        let shared = Shared {
-            cores: 1.0,
-            threads: 1.0,
-            replicas: 1.0,
-            message_cpu: 0.0,
-            balance: 0.0,
-            slice: 1.0,
-            send_wait: 0.0,
-        };
+        let shared = host(1.0, 0.0, 1.0);
         let mut c = Cores::new(shared, 2, 0.0);
         c.start(0, 0.5, true, None);
         c.start(1, 3.0, true, None);
@@ -421,15 +411,7 @@ mod tests {
 
     #[test]
     fn where_both_cores_are_crowded_a_waking_rank_takes_the_less_crowded() {
-        let shared = Shared {
-            cores: 2.0,
-            threads: 1.0,
-            replicas: 1.0,
-            message_cpu: 0.0,
-            balance: 0.01,
-            slice: 0.0,
-            send_wait: 0.0,
-        };
+        let shared = host(2.0, 0.01, 0.0);
         let mut c = Cores::new(shared, 6, 0.0);
         for (r, place) in [(0, 0), (1, 0), (5, 0), (2, 1), (3, 1), (4, 0)] {
             c.home[r] = Some(place);
