@@ -273,6 +273,11 @@ impl<'a> Machine<'a> {
         let rank = r as u32;
         let mut busy = 0.0;
         for next in &self.ir.ranks[r].instructions[self.pc[r]..] {
+            // Checked first: without a wait (every plan the analytic model times) a send looks
+            // at nothing.
+            if busy >= self.send_wait {
+                break;
+            }
             let waits = match next.op {
                 // A message whose send has not been run yet counts as not there: where each
                 // rank has a device the ranks run in turns, each as far as it can.
@@ -280,7 +285,7 @@ impl<'a> Machine<'a> {
                 Op::AllReduce => true,
                 _ => false,
             };
-            if waits || busy >= self.send_wait {
+            if waits {
                 break;
             }
             busy += self.durations.instruction(rank, next);
