@@ -145,8 +145,9 @@ class HostSpeed(unittest.TestCase):
         self.assertLess(seconds, 1.0)
 
     def test_the_first_pass_is_not_timed(self):
-        # The first pass after a step pays for the caches the step left (26 % more after the
-        # vlm miniature's step than after none, on the 2-core VM): only the passes after it count.
+        # The first pass after a step pays for the caches the step left (26 % more after 61 of
+        # the miniature's decoder layers than after nothing, on the 2-core VM): only the passes
+        # after it count.
         kernel, clock = host_speed.ReferenceKernel(), [0.0]
         passes = iter([10.0] + [1.0] * host_speed.REPEATS)
 

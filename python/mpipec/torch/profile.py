@@ -332,9 +332,9 @@ def send_wait(sent, received, idle):
     the core the rank's thread holds): the mean delivery with the sender computing after it
     posts (`deliveries(busy=True)`, rank 0's and rank 1's) less the median with the sender
     waiting (`idle`, `flights`), at the same size, 0 at least. The mean, not the median: the
-    thread gets the core at once or after the rank's time slice, by turns (on the 2-core VM
-    a third of 64-byte messages arrived 0.5 to 1.5 ms after posting, the rest within 0.35 ms), and a step pays the
-    waits of all its messages."""
+    thread gets the core at once or later, by turns (on the 2-core VM half of 30 64-byte
+    messages arrived within 0.35 ms of posting, the rest up to 2.7 ms after it), and a step
+    pays the waits of all its messages."""
     (n, posted), (_, got) = sent[0], received[0]
     return max(statistics.fmean(b - a for a, b in zip(posted, got)) - dict(idle)[n], 0.0)
 
